@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs what a new machine lacks: Debian packages, the npm dependencies, and the test servers'
+# binaries (built once from Go modules into the cache outside the repository, then reused).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v openssl >/dev/null || need_apt+=(openssl)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "setup: installing Debian packages: ${need_apt[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+if ! command -v go >/dev/null; then
+  echo "setup: the Go toolchain is needed to build the test servers (kube-apiserver, etcd, nats-server); install Go 1.24 or newer" >&2
+  exit 1
+fi
+
+echo "setup: npm ci"
+npm ci --no-audit --no-fund

@@ -1,0 +1,44 @@
+/**
+ * Every error ControllerMesh raises on purpose carries a stable code listed here (and in docs/errors.md),
+ * so users and tests can match on the code rather than on the wording.
+ */
+export const ErrorCodes = {
+  /** A command-line flag or argument is wrong. */
+  USAGE: 'CM_USAGE',
+  /** A file named on the command line cannot be read or parsed. */
+  FILE: 'CM_FILE',
+  /** A manifest does not satisfy its schema; the message names every field at fault. */
+  INVALID_MANIFEST: 'CM_INVALID_MANIFEST',
+  /** A tool (kube-apiserver, etcd, nats-server, helm) cannot be found or built. */
+  TOOL: 'CM_TOOL',
+  /** A server of the local test bed did not start or did not become ready. */
+  TESTBED: 'CM_TESTBED',
+} as const;
+
+export type ErrorCode = (typeof ErrorCodes)[keyof typeof ErrorCodes];
+
+export class CtrlmeshError extends Error {
+  readonly code: ErrorCode;
+
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'CtrlmeshError';
+    this.code = code;
+  }
+}
+
+/** A mistake in how a command was called: printed as one line, exit code 2. */
+export class UsageError extends CtrlmeshError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(ErrorCodes.USAGE, message, options);
+    this.name = 'UsageError';
+  }
+}
+
+/** A file named by the user cannot be read or parsed: printed as one line, exit code 2. */
+export class FileError extends CtrlmeshError {
+  constructor(path: string, reason: string, options?: { cause?: unknown }) {
+    super(ErrorCodes.FILE, `${path}: ${reason}`, options);
+    this.name = 'FileError';
+  }
+}
