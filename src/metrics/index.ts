@@ -1,0 +1,2 @@
+export { createRegistry } from './registry.js';
+export { registerOpsRoutes, type OpsRoutesOptions, type Readiness } from './ops-routes.js';
