@@ -12,3 +12,17 @@ export {
   type Requirements,
   type SelectorOperator,
 } from './selector.js';
+export {
+  DEFAULT_BUCKET_COUNT,
+  DEFAULT_LABEL_KEYS,
+  HASH_ALGORITHMS,
+  InvalidConfigError,
+  bucketOf,
+  createHashSettings,
+  fnv1a32,
+  kusionstackBucket,
+  type HashAlgorithm,
+  type HashSettings,
+  type HashSettingsInput,
+  type ShardLabelKeys,
+} from './hash.js';
