@@ -26,3 +26,4 @@ export {
   type HashSettingsInput,
   type ShardLabelKeys,
 } from './hash.js';
+export { POD_NAME_LABEL, expandRoot, type AutoShard } from './auto-sharding.js';
