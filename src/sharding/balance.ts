@@ -58,29 +58,68 @@ export function balance(problem: BalanceProblem): Int32Array {
   const cap = balanceBound(total, n, heaviest);
   const load = new Float64Array(n);
   const count = new Int32Array(n);
-  const unitsOf: number[][] = Array.from({ length: n }, () => []);
-  const sorted = new Uint8Array(n);
+  const pool: number[] = [];
+  for (let u = 0; u < unitCount; u++) {
+    const p = previous[u] as number;
+    if (p >= 0 && p < n) {
+      owner[u] = p;
+      load[p] = (load[p] as number) + (weights[u] as number);
+      count[p] = (count[p] as number) + 1;
+    } else {
+      pool.push(u);
+    }
+  }
+
+  // Per-shard unit lists are needed only for the few shards that shed or donate: they are cut from one
+  // counting-sort pass over the owners when first needed, then kept sorted by weight.
+  const asc = byWeightAsc(weights);
+  const lists: (number[] | undefined)[] = new Array<number[] | undefined>(n).fill(undefined);
+  const unsorted = new Uint8Array(n);
+  let grouped: { units: Int32Array; offsets: Int32Array; extra: number[][] } | undefined;
+  const group = () => {
+    const offsets = new Int32Array(n + 1);
+    for (let u = 0; u < unitCount; u++) {
+      const o = owner[u] as number;
+      if (o >= 0) offsets[o + 1] = (offsets[o + 1] as number) + 1;
+    }
+    for (let s = 0; s < n; s++) offsets[s + 1] = (offsets[s + 1] as number) + (offsets[s] as number);
+    const next = offsets.slice(0, n);
+    const units = new Int32Array(offsets[n] as number);
+    for (let u = 0; u < unitCount; u++) {
+      const o = owner[u] as number;
+      if (o < 0) continue;
+      const at = next[o] as number;
+      units[at] = u;
+      next[o] = at + 1;
+    }
+    return { units, offsets, extra: Array.from({ length: n }, () => [] as number[]) };
+  };
+  const sortUnits = (s: number): number[] => {
+    let list = lists[s];
+    if (!list) {
+      grouped ??= group();
+      list = [...grouped.units.subarray(grouped.offsets[s], grouped.offsets[s + 1]), ...(grouped.extra[s] as number[])];
+      lists[s] = list;
+      unsorted[s] = 1;
+    }
+    if (unsorted[s]) {
+      list.sort(asc);
+      unsorted[s] = 0;
+    }
+    return list;
+  };
   const give = (s: number, u: number): void => {
     owner[u] = s;
     load[s] = (load[s] as number) + (weights[u] as number);
     count[s] = (count[s] as number) + 1;
-    (unitsOf[s] as number[]).push(u);
-    sorted[s] = 0;
-  };
-  const pool: number[] = [];
-  for (let u = 0; u < unitCount; u++) {
-    const p = previous[u] as number;
-    if (p >= 0 && p < n) give(p, u);
-    else pool.push(u);
-  }
-  const asc = byWeightAsc(weights);
-  const sortUnits = (s: number): number[] => {
-    const list = unitsOf[s] as number[];
-    if (!sorted[s]) {
-      list.sort(asc);
-      sorted[s] = 1;
+    if (!grouped) return;
+    const list = lists[s];
+    if (list) {
+      list.push(u);
+      unsorted[s] = 1;
+    } else {
+      (grouped.extra[s] as number[]).push(u);
     }
-    return list;
   };
   const take = (s: number, list: number[], index: number): number => {
     const [u] = list.splice(index, 1) as [number];

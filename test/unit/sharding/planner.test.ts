@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { balanceBound, plan, type Assignment, type PlanInput, type PlanResult } from '../../../src/sharding/index.js';
+import { balanceBound, plan, Planner, type Assignment, type PlanInput, type PlanResult } from '../../../src/sharding/index.js';
 
 const HEALTH = ['Ready', 'Unknown', 'Offline'] as const;
 
@@ -285,5 +285,41 @@ describe('plan: hand-written shards and formats', () => {
       { operator: 'o', cluster: 'b', bucket: 0, reason: 'no shard runs in cluster b and the operator is not multicluster' },
       { operator: 'o', cluster: 'b', bucket: 1, reason: 'no shard runs in cluster b and the operator is not multicluster' },
     ]);
+  });
+});
+
+describe('Planner.apply (incremental)', () => {
+  it('gives the same assignment as a full plan from the previous one, for each kind of change (property)', () => {
+    fc.assert(
+      fc.property(fleetArb(), fc.nat(6), fc.nat(2000), fc.constantFrom(...HEALTH), (input, pick, objects, health) => {
+        const planner = new Planner(input);
+        const before = planner.result().assignment;
+        const list = shards(input);
+        const home = list[pick % list.length]!.homeCluster;
+        const weight = input.weights[pick % Math.max(1, input.weights.length)];
+        const steps: [Parameters<Planner['apply']>[0], PlanInput][] = [
+          [{ type: 'addShard', operator: 'ops/root', shard: { name: 'zz-new', homeCluster: home } }, withShards(input, [...list, { name: 'zz-new', homeCluster: home }])],
+        ];
+        if (list.length > 1) {
+          const removed = list[pick % list.length]!;
+          steps.push([{ type: 'removeShard', operator: 'ops/root', shard: removed.name }, withShards(input, list.filter((s) => s !== removed))]);
+        }
+        if (weight) {
+          steps.push([
+            { type: 'objects', cluster: weight.cluster, namespace: weight.namespace, objects },
+            // A namespace's latest count replaces the earlier one.
+            withWeights(input, [...input.weights, { cluster: weight.cluster, namespace: weight.namespace, objects }]),
+          ]);
+        }
+        for (const [change, changedInput] of steps) {
+          const fresh = new Planner(input);
+          const moves = fresh.apply(change);
+          const full = plan(changedInput, before);
+          expect(fresh.result().assignment).toEqual(full.assignment);
+          expect(moves).toEqual(full.moves);
+        }
+        expect(planner.apply({ type: 'health', cluster: input.clusters[0]!.name, health })).toEqual([]);
+      }),
+    );
   });
 });
