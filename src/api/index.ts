@@ -14,4 +14,12 @@ export { labelKeyProblem, labelValueProblem } from './label-syntax.js';
 export { type CircuitBreakerModel, type CircuitBreakerSpec } from './circuit-breaker.js';
 export { type FaultInjectionModel, type FaultInjectionSpec } from './fault-injection.js';
 export { type RootModel, type ShardLimit, type ShardingConfigModel, type ShardingConfigSpec } from './sharding-config.js';
-export { validateManifest, type ValidateOptions, type ValidationResult } from './validate.js';
+export {
+  formatProblem,
+  schemaProblems,
+  validateDocuments,
+  validateManifest,
+  type DocumentReport,
+  type ValidateOptions,
+  type ValidationResult,
+} from './validate.js';

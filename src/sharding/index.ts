@@ -34,6 +34,7 @@ export {
   AssignmentSchema,
   CLUSTER_HEALTH,
   PlanInputSchema,
+  parsePlanDocument,
   type Assignment,
   type ClusterHealth,
   type ClusterInfo,
