@@ -14,7 +14,10 @@ const charts = readdirSync(CHARTS_DIR).filter((name) => existsSync(join(CHARTS_D
 const cases = charts.flatMap((chart) => {
   const ci = join(CHARTS_DIR, chart, 'ci');
   const examples = existsSync(ci) ? readdirSync(ci).filter((f) => f.endsWith('.yaml')) : [];
-  return [{ chart, values: undefined as string | undefined }, ...examples.map((f) => ({ chart, values: join(ci, f) }))];
+  return [
+    { chart, label: 'default values', values: undefined as string | undefined },
+    ...examples.map((f) => ({ chart, label: f, values: join(ci, f) })),
+  ];
 });
 
 let helm = '';
@@ -59,7 +62,7 @@ describe('Helm charts', () => {
     }
   });
 
-  it.each(cases)('$chart renders objects a real API server accepts (values: $values)', async ({ chart, values }) => {
+  it.each(cases)('$chart with $label renders objects a real API server accepts', async ({ chart, values }) => {
     const namespace = uniqueName('chart');
     await run(kubectl, ['--kubeconfig', kubeconfig(), 'create', 'namespace', namespace]);
     try {
