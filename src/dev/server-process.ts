@@ -27,8 +27,8 @@ export interface ServerProcessOptions {
 }
 
 /**
- * One server process of the test bed. Started through `setpriv --pdeathsig TERM`, so the kernel sends it SIGTERM
- * when its parent dies, even by SIGKILL; its pid is recorded in its dir for `ctrlmesh dev down`. Its own output goes
+ * One server process of the test bed. Started through `setpriv --pdeathsig KILL`, so the kernel kills it when its
+ * parent dies, even by SIGKILL; its pid is recorded in its dir for `ctrlmesh dev down`. Its own output goes
  * to a log file, never to the test output.
  */
 export class ServerProcess {
@@ -58,7 +58,11 @@ export class ServerProcess {
     const fd = openSync(this.logFile, 'a');
     let child: ChildProcess;
     try {
-      child = spawn('setpriv', ['--pdeathsig', 'TERM', '--', binary, ...args], { stdio: ['ignore', fd, fd] });
+      // detached: its own process group, so a terminal's Ctrl-C reaches only our process, which stops the servers in
+      // order (API servers before etcd; all at once, kube-apiserver waits ~20 s for the etcd that went away).
+      // --pdeathsig KILL: if our process dies without stopping them, the kernel kills them at once; a bed whose
+      // owner died is abandoned anyway, and every bed starts fresh.
+      child = spawn('setpriv', ['--pdeathsig', 'KILL', '--', binary, ...args], { stdio: ['ignore', fd, fd], detached: true });
     } finally {
       closeSync(fd);
     }
