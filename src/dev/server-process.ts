@@ -6,8 +6,20 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { TestbedError } from './errors.js';
 import { removePidFile, writePidFile } from './pid-file.js';
+import type { ToolOptions } from './tools.js';
 
 const LOG_TAIL_LINES = 25;
+
+/** What starting any test server takes. */
+export interface ServerStartOptions extends ToolOptions {
+  /** Holds the server's data, log and pid file. */
+  dir: string;
+  /** The server's binary; resolved (and built once) when absent. */
+  binary?: string;
+  logger?: Logger;
+  /** Aborting it stops a start in progress. */
+  signal?: AbortSignal;
+}
 const PROBE_INTERVAL_MS = 250;
 
 export interface ServerProcessOptions {
@@ -46,10 +58,6 @@ export class ServerProcess {
     return this.child?.pid;
   }
 
-  get running(): boolean {
-    return this.child !== undefined;
-  }
-
   /** Spawns the server and waits until its probe succeeds; on failure the server is stopped and the error shows its log. */
   async start(signal?: AbortSignal): Promise<void> {
     if (this.child) return;
@@ -69,6 +77,7 @@ export class ServerProcess {
     this.child = child;
     this.stopping = false;
     let exitNote: string | undefined;
+    let ready = false;
     this.exited = new Promise<void>((resolve) => {
       child.once('error', (err: NodeJS.ErrnoException) => {
         exitNote =
@@ -77,7 +86,8 @@ export class ServerProcess {
       });
       child.once('exit', (code, sig) => {
         exitNote = `exited with ${sig ?? `code ${code}`}`;
-        if (!this.stopping) logger?.warn({ server: name, code, signal: sig, log: this.logFile }, `${name} ${exitNote}`);
+        // Before it is ready, start() reports the exit itself, with the log's tail.
+        if (!this.stopping && ready) logger?.warn({ server: name, code, signal: sig, log: this.logFile }, `${name} ${exitNote}`);
         resolve();
       });
     }).then(async () => {
@@ -100,6 +110,7 @@ export class ServerProcess {
       }
       await sleep(PROBE_INTERVAL_MS);
     }
+    ready = true;
     logger?.debug({ server: name, pid: child.pid }, `${name} ready`);
   }
 
