@@ -94,7 +94,7 @@ export function balance(problem: BalanceProblem): Int32Array {
     }
     return { units, offsets, extra: Array.from({ length: n }, () => [] as number[]) };
   };
-  const sortUnits = (s: number): number[] => {
+  const unitsOf = (s: number): number[] => {
     let list = lists[s];
     if (!list) {
       grouped ??= group();
@@ -102,6 +102,10 @@ export function balance(problem: BalanceProblem): Int32Array {
       lists[s] = list;
       unsorted[s] = 1;
     }
+    return list;
+  };
+  const sortUnits = (s: number): number[] => {
+    const list = unitsOf(s);
     if (unsorted[s]) {
       list.sort(asc);
       unsorted[s] = 0;
@@ -149,18 +153,26 @@ export function balance(problem: BalanceProblem): Int32Array {
   return owner;
 
   function fill(s: number): void {
+    // A donor with no unit small enough stays so: the taker only gets heavier, so what it may take only shrinks.
+    const exhausted = new Uint8Array(n);
+    exhausted[s] = 1;
     for (;;) {
       const deficit = mean - (load[s] as number);
       if (deficit <= 0) return;
       let donor = -1;
-      for (let d = 0; d < n; d++) if (d !== s && (donor < 0 || (load[d] as number) > (load[donor] as number))) donor = d;
-      if (donor < 0) return;
+      for (let d = 0; d < n; d++) if (!exhausted[d] && (donor < 0 || (load[d] as number) > (load[donor] as number))) donor = d;
+      if (donor < 0 || (load[donor] as number) <= (load[s] as number)) return;
       // Take no more than closes the gap, and never so much that the donor ends lighter than the taker.
       const limit = Math.min(deficit, ((load[donor] as number) - (load[s] as number)) / 2);
-      const list = sortUnits(donor);
-      const i = searchWeight(list, weights, limit, true) - 1;
-      if (i < 0) return;
-      give(s, take(donor, list, i));
+      // One scan beats sorting: most donors are looked at once or twice.
+      const list = unitsOf(donor);
+      let i = -1;
+      for (let k = 0; k < list.length; k++) {
+        const w = weights[list[k] as number] as number;
+        if (w <= limit && (i < 0 || w > (weights[list[i] as number] as number))) i = k;
+      }
+      if (i < 0) exhausted[donor] = 1;
+      else give(s, take(donor, list, i));
     }
   }
 }
