@@ -35,6 +35,30 @@ function searchWeight(units: number[], weights: ArrayLike<number>, x: number, st
   return lo;
 }
 
+const INDEX_BITS = 2 ** 21;
+
+/**
+ * Sorts units by weight, heaviest first, ties by unit number. Whole weights (object counts) are packed with the
+ * unit number into one float and sorted natively, several times faster than a comparator on a first plan.
+ */
+function sortHeaviestFirst(units: number[], weights: ArrayLike<number>): void {
+  const packable = units.length < INDEX_BITS && units.every((u) => {
+    const w = weights[u] as number;
+    return Number.isInteger(w) && w >= 0 && w < 2 ** 31 && u < INDEX_BITS;
+  });
+  if (!packable) {
+    units.sort((a, b) => (weights[b] as number) - (weights[a] as number) || a - b);
+    return;
+  }
+  const keys = new Float64Array(units.length);
+  units.forEach((u, i) => (keys[i] = (weights[u] as number) * INDEX_BITS + (INDEX_BITS - 1 - u)));
+  keys.sort();
+  for (let i = 0; i < units.length; i++) {
+    const key = keys[units.length - 1 - i] as number;
+    units[i] = INDEX_BITS - 1 - (key % INDEX_BITS);
+  }
+}
+
 /**
  * Sticky bounded-load assignment. Units keep their previous owner unless that owner is above the bound; then the
  * shard sheds the cheapest set that brings it under (one unit just above the excess when there is one). Orphaned and
@@ -142,7 +166,7 @@ export function balance(problem: BalanceProblem): Int32Array {
     }
   }
 
-  pool.sort((a, b) => (weights[b] as number) - (weights[a] as number) || a - b);
+  sortHeaviestFirst(pool, weights);
   const heap = new ShardHeap(Array.from({ length: n }, (_, i) => i), load, count);
   for (const u of pool) {
     give(heap.top(), u);
