@@ -1,2 +1,3 @@
 export { createRegistry } from './registry.js';
 export { registerOpsRoutes, type OpsRoutesOptions, type Readiness } from './ops-routes.js';
+export { createHubMetrics, type HubMetrics } from './hub.js';

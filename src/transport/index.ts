@@ -11,6 +11,7 @@ export {
   ClusterIdentitySchema,
   ClusterRecordSchema,
   ClusterReportSchema,
+  HandoverStateSchema,
   HeartbeatSchema,
   MESSAGE_SCHEMA_VERSION,
   Messages,
@@ -28,7 +29,8 @@ export {
   type ReportedNamespace,
   type ReportedObject,
   type ReportedPod,
-  type ResyncRequest,
+  type HandoverRecord,
+  type HandoverStateRecord,
 } from './messages.js';
 export { decodeMessage, encodeMessage, receiveMessage, type DecodeResult } from './codec.js';
 export { connectNats, type ConnectOptions, type ConnectionEvent, type ConnectionState, type NatsLink } from './connection.js';

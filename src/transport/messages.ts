@@ -112,7 +112,34 @@ export const AckSchema = Type.Object(
   { additionalProperties: false },
 );
 
-export const ResyncRequestSchema = Type.Object({ schema: version, reason: Type.String() }, { additionalProperties: false });
+const HandoverRecordSchema = Type.Object(
+  {
+    /** `<bucket>@<cluster>`. */
+    unit: Type.String({ minLength: 3 }),
+    from: Type.String({ minLength: 1 }),
+    to: Type.Union([Type.String({ minLength: 1 }), Type.Null()]),
+    /** Milliseconds since the epoch, as the hub saw them. */
+    revokedAt: Type.Number(),
+    revokeVersion: Type.Integer({ minimum: 0 }),
+    acknowledgedAt: Type.Optional(Type.Number()),
+    grantedAt: Type.Optional(Type.Number()),
+    grantedBy: Type.Optional(Type.Union([Type.Literal('ack'), Type.Literal('lease-expiry'), Type.Literal('back-to-owner')])),
+  },
+  { additionalProperties: false },
+);
+
+/** The hub's handover bookkeeping for one operator (state bucket, key handover.<operator>). */
+export const HandoverStateSchema = Type.Object(
+  {
+    schema: version,
+    operator: Type.String({ minLength: 1 }),
+    /** Units per shard that the published route tables grant. */
+    effective: Type.Record(Type.String(), Type.Array(Type.String())),
+    pending: Type.Array(HandoverRecordSchema),
+    history: Type.Array(HandoverRecordSchema),
+  },
+  { additionalProperties: false },
+);
 
 export type ClusterIdentity = Static<typeof ClusterIdentitySchema>;
 export type RegisterRequest = Static<typeof RegisterRequestSchema>;
@@ -125,7 +152,8 @@ export type ReportedNamespace = Static<typeof ReportedNamespaceSchema>;
 export type ObjectCount = Static<typeof ObjectCountSchema>;
 export type ClusterReport = Static<typeof ClusterReportSchema>;
 export type Ack = Static<typeof AckSchema>;
-export type ResyncRequest = Static<typeof ResyncRequestSchema>;
+export type HandoverRecord = Static<typeof HandoverRecordSchema>;
+export type HandoverStateRecord = Static<typeof HandoverStateSchema>;
 
 /** A schema together with the name logs use for it. */
 export interface MessageKind<S extends TSchema> {
@@ -140,5 +168,5 @@ export const Messages = {
   heartbeat: { kind: 'Heartbeat', schema: HeartbeatSchema },
   clusterReport: { kind: 'ClusterReport', schema: ClusterReportSchema },
   ack: { kind: 'Ack', schema: AckSchema },
-  resyncRequest: { kind: 'ResyncRequest', schema: ResyncRequestSchema },
+  handoverState: { kind: 'HandoverState', schema: HandoverStateSchema },
 } as const;

@@ -8,7 +8,7 @@
 export const Buckets = {
   /** Cluster registry: key `<cluster>` -> ClusterRecord. */
   clusters: 'ctrlmesh-clusters',
-  /** Hub state: latest reports (`report.<cluster>`), heartbeats (`heartbeat.<cluster>`), handovers, acks. */
+  /** Hub state: latest reports (`report.<cluster>`) and handovers (`handover.<operator>`). */
   state: 'ctrlmesh-state',
   /** Route tables: key `<operator>.<shard>` -> RouteTable. */
   routes: 'ctrlmesh-routes',
@@ -30,8 +30,6 @@ export const Subjects = {
   /** A proxy acknowledges the route-table version it applied. */
   ack: (operator: string, shard: string): string => `${PREFIX}.ack.${encodeToken(operator)}.${encodeToken(shard)}`,
   ackAll: `${PREFIX}.ack.*.*`,
-  /** Request/reply: the hub asks an agent to resend its full report (after a hub failover or NATS restart). */
-  resync: (cluster: string): string => `${PREFIX}.resync.${encodeToken(cluster)}`,
 } as const;
 
 /** Keys inside the buckets. */
@@ -41,13 +39,8 @@ export const Keys = {
   routesOf: (operator: string): string => `${encodeToken(operator)}.*`,
   report: (cluster: string): string => `report.${encodeToken(cluster)}`,
   reportAll: 'report.*',
-  heartbeat: (cluster: string): string => `heartbeat.${encodeToken(cluster)}`,
-  heartbeatAll: 'heartbeat.*',
-  assignment: (operator: string): string => `assignment.${encodeToken(operator)}`,
-  assignmentAll: 'assignment.*',
   handover: (operator: string): string => `handover.${encodeToken(operator)}`,
   handoverAll: 'handover.*',
-  ack: (operator: string, shard: string): string => `ack.${encodeToken(operator)}.${encodeToken(shard)}`,
   leader: 'leader',
 } as const;
 
