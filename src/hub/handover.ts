@@ -60,7 +60,9 @@ export function handoverStep(input: HandoverStepInput): HandoverStepOutput {
   const newShards = Object.keys(desired).filter((s) => !(s in input.state.effective));
   for (const shard of newShards) changed.add(shard);
   const grant = (unit: UnitKey, shard: string): void => {
-    owned.get(shard)?.add(unit) ?? owned.set(shard, new Set([unit]));
+    const units = owned.get(shard) ?? new Set<UnitKey>();
+    units.add(unit);
+    owned.set(shard, units);
     ownerOf.set(unit, shard);
     changed.add(shard);
   };

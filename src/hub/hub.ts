@@ -1,4 +1,4 @@
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify from 'fastify';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { createHubMetrics, createRegistry, registerOpsRoutes, type HubMetrics } from '../metrics/index.js';
