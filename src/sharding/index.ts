@@ -27,3 +27,20 @@ export {
   type ShardLabelKeys,
 } from './hash.js';
 export { POD_NAME_LABEL, expandRoot, type AutoShard } from './auto-sharding.js';
+export { BALANCE_TOLERANCE, balance, balanceBound, type BalanceProblem } from './balance.js';
+export { UNIT_BASE_WEIGHT, plan } from './planner.js';
+export {
+  AssignmentSchema,
+  CLUSTER_HEALTH,
+  PlanInputSchema,
+  type Assignment,
+  type ClusterHealth,
+  type ClusterInfo,
+  type Move,
+  type OperatorInput,
+  type OperatorStats,
+  type PlanInput,
+  type PlanResult,
+  type ShardInput,
+} from './plan-format.js';
+export { bucketsOfLimits, operatorsFromConfigs } from './operators-from-configs.js';
