@@ -22,21 +22,14 @@ import { Fleet } from './fleet.js';
 import { clusterHealth, type ClusterHealth } from './health.js';
 import { electLeader, type LeaderElection } from './leader.js';
 import type { HubOptions } from './options.js';
-import type { FleetPlan } from './plan.js';
+import { desiredPlan } from './desired.js';
+import type { UnitKey } from './handover.js';
 import { reconcile } from './reconciler.js';
 import { decideRegistration } from './registration.js';
 import { hubStatus, type HubStatus } from './status.js';
 
-/** What the planner sees: the registry, the reports and each cluster's health. */
-export interface PlanInput {
-  fleet: Fleet;
-  health: ReadonlyMap<string, ClusterHealth>;
-}
-
 export interface HubDependencies {
   logger: Logger;
-  /** Turns the fleet into the desired shards; pure. */
-  plan: (input: PlanInput) => FleetPlan;
   registry?: Registry;
   now?: () => number;
 }
@@ -315,7 +308,12 @@ class HubCore {
     const started = performance.now();
     this.running = (async () => {
       try {
-        const plan = this.c.deps.plan({ fleet: this.c.fleet, health: this.health() });
+        const plan = desiredPlan({
+          clusters: new Map([...this.c.fleet.clusters].map(([name, r]) => [name, { labels: r.cluster.labels }])),
+          reports: this.c.fleet.reports,
+          health: this.health(),
+          previous: intendedOwnership(this.c.fleet),
+        });
         const result = await reconcile(
           {
             fleet: this.c.fleet,
@@ -352,6 +350,17 @@ class HubCore {
       this.schedule();
     }
   }
+}
+
+/** What each operator's shards were last meant to own: granted units plus those in flight to them. */
+function intendedOwnership(fleet: Fleet): Map<string, Record<string, UnitKey[]>> {
+  const out = new Map<string, Record<string, UnitKey[]>>();
+  for (const [operator, { record }] of fleet.handovers) {
+    const shards: Record<string, UnitKey[]> = Object.fromEntries(Object.entries(record.effective).map(([s, u]) => [s, [...u]]));
+    for (const p of record.pending) if (p.to !== null) (shards[p.to] ??= []).push(p.unit);
+    out.set(operator, shards);
+  }
+  return out;
 }
 
 function sameReport(a: ClusterReport, b: ClusterReport): boolean {
