@@ -21,6 +21,8 @@ export const ErrorCodes = {
   MESSAGE: 'CM_MESSAGE',
   /** NATS or JetStream refused or failed an operation (connection, bucket, request). */
   NATS: 'CM_NATS',
+  /** The hub's status API cannot be reached or answered with an error. */
+  HUB_UNREACHABLE: 'CM_HUB_UNREACHABLE',
   /** The hub refused an agent's registration (wrong token, bad identity). */
   REGISTRATION: 'CM_REGISTRATION',
 } as const;
