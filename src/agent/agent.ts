@@ -30,6 +30,7 @@ import { relatedResources } from './related.js';
 import { buildReport } from './report.js';
 import { shardingConfigStatus, statusChanged } from './sharding-status.js';
 import { registerWebhook, startWebhookServer, WEBHOOK_PATH, type WebhookTls } from './webhook.js';
+import { mintWebhookTls } from './webhook-tls.js';
 
 export interface AgentOptions {
   cluster: string;
@@ -46,8 +47,11 @@ export interface AgentOptions {
   skipNamespaces: readonly string[];
   labelQps: number;
   installCrds: boolean;
-  /** The admission webhook; omitted = no webhook (labels come from the labelling passes only). */
-  webhook?: { tls: WebhookTls; host: string; port: number; url?: string };
+  /**
+   * The admission webhook; omitted = no webhook (labels come from the labelling passes only). Without `tls` a CA
+   * and serving certificate are minted in memory.
+   */
+  webhook?: { tls?: WebhookTls; host: string; port: number; url?: string };
   listen: { host: string; port: number };
 }
 
@@ -88,9 +92,11 @@ export async function startAgent(options: AgentOptions, deps: { logger: Logger; 
 
   let webhookUrl: string | undefined;
   let webhookServer: Awaited<ReturnType<typeof startWebhookServer>> | undefined;
+  let webhookTls: WebhookTls | undefined;
   if (options.webhook) {
+    webhookTls = options.webhook.tls ?? (await mintWebhookTls(options.webhook.host));
     webhookServer = await startWebhookServer({
-      tls: options.webhook.tls,
+      tls: webhookTls,
       host: options.webhook.host,
       port: options.webhook.port,
       settings,
@@ -101,7 +107,8 @@ export async function startAgent(options: AgentOptions, deps: { logger: Logger; 
     webhookUrl = options.webhook.url ?? `https://${options.webhook.host}:${webhookServer.port}${WEBHOOK_PATH}`;
   }
 
-  const loop = new AgentLoop({ options, settings, link, logger, metrics, signal: abort.signal, identity, webhookUrl });
+  const webhook = webhookUrl && webhookTls ? { url: webhookUrl, caPem: webhookTls.caPem } : undefined;
+  const loop = new AgentLoop({ options, settings, link, logger, metrics, signal: abort.signal, identity, webhook });
   await loop.start();
 
   const ops = Fastify({ logger: false });
@@ -129,7 +136,7 @@ interface LoopContext {
   metrics: AgentMetrics;
   signal: AbortSignal;
   identity: { name: string; labels: Record<string, string>; server: string; caPem: string };
-  webhookUrl: string | undefined;
+  webhook: { url: string; caPem: string } | undefined;
 }
 
 /** The agent's steady state: informers in, reports, heartbeats, labels, webhook rules and statuses out. */
@@ -259,12 +266,12 @@ class AgentLoop {
     if (key === this.relatedKey) return;
     const missing = await this.watch.setRelated(wanted);
     if (missing.length) this.c.logger.warn({ missing }, 'ShardingConfigs relate to resources this API server does not serve');
-    if (this.c.webhookUrl && this.c.options.webhook) {
+    if (this.c.webhook) {
       await registerWebhook({
         kc: this.c.options.kc,
         cluster: this.c.options.cluster,
-        url: this.c.webhookUrl,
-        caPem: this.c.options.webhook.tls.caPem,
+        url: this.c.webhook.url,
+        caPem: this.c.webhook.caPem,
         skip: this.c.options.skipNamespaces,
         resources: [...this.watch.related.values()].map((r) => ({ group: r.resource.group, resource: r.resource.resource })),
       });

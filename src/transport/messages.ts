@@ -64,7 +64,8 @@ export const ReportedObjectSchema = Type.Object(
     name,
     generation: Type.Integer({ minimum: 0 }),
     labels: Type.Optional(labels),
-    spec: Type.Unknown(),
+    /** The whole manifest (apiVersion, kind, metadata.name/namespace, spec), as validation wants it. */
+    manifest: Type.Unknown(),
   },
   { additionalProperties: false },
 );
@@ -88,6 +89,15 @@ export const ClusterReportSchema = Type.Object(
     schema: version,
     cluster: name,
     sentAt: timestamp,
+    /** How this cluster's agent labels namespaces (the proxies' selectors must use the same). */
+    hash: Type.Object(
+      {
+        algorithm: Type.Union([Type.Literal('kusionstack'), Type.Literal('fnv')]),
+        bucketCount: Type.Integer({ minimum: 1 }),
+        labels: Type.Object({ hash: Type.String(), namespace: Type.String(), control: Type.String() }, { additionalProperties: false }),
+      },
+      { additionalProperties: false },
+    ),
     shardingConfigs: Type.Array(ReportedObjectSchema),
     circuitBreakers: Type.Array(ReportedObjectSchema),
     faultInjections: Type.Array(ReportedObjectSchema),

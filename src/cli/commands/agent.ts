@@ -9,12 +9,15 @@ function webhookOptions(ctx: CommandContext): AgentOptions['webhook'] {
   const cert = stringValue(ctx, 'webhook-cert');
   const key = stringValue(ctx, 'webhook-key');
   const ca = stringValue(ctx, 'webhook-ca');
-  if (!cert && !key && !ca) return undefined;
-  if (!cert || !key || !ca) throw new UsageError('--webhook-cert, --webhook-key and --webhook-ca go together');
-  const listen = parseListen('webhook-listen', stringValue(ctx, 'webhook-listen') ?? '127.0.0.1:9443');
+  const listenFlag = stringValue(ctx, 'webhook-listen');
+  if (!cert && !key && !ca && !listenFlag) return undefined;
+  if ((cert || key || ca) && !(cert && key && ca)) throw new UsageError('--webhook-cert, --webhook-key and --webhook-ca go together');
+  const listen = parseListen('webhook-listen', listenFlag ?? '127.0.0.1:9443');
   const url = stringValue(ctx, 'webhook-url');
   return {
-    tls: { certPem: readFlagFile('webhook-cert', cert), keyPem: readFlagFile('webhook-key', key), caPem: readFlagFile('webhook-ca', ca) },
+    ...(cert && key && ca
+      ? { tls: { certPem: readFlagFile('webhook-cert', cert), keyPem: readFlagFile('webhook-key', key), caPem: readFlagFile('webhook-ca', ca) } }
+      : {}),
     host: listen.host,
     port: listen.port,
     ...(url ? { url } : {}),
@@ -27,8 +30,9 @@ export const agentCommand: Command = {
   usage: '--cluster NAME --kubeconfig FILE --nats URL --token-file FILE [options]',
   details: [
     'The agent is the only ControllerMesh process holding the cluster\'s admin credentials; the hub only gets its',
-    'name, labels, API endpoint and CA. With --webhook-cert/--webhook-key/--webhook-ca it serves a mutating',
-    'webhook over TLS and registers it (a MutatingWebhookConfiguration, failurePolicy Ignore).',
+    'name, labels, API endpoint and CA. With --webhook-listen it serves a mutating webhook over TLS and registers',
+    'it (a MutatingWebhookConfiguration, failurePolicy Ignore); without --webhook-cert/-key/-ca it mints its own',
+    'CA and serving certificate in memory.',
   ].join('\n'),
   options: {
     cluster: { type: 'string', valueName: 'NAME', description: 'name of this cluster in the registry' },
