@@ -1,11 +1,18 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { CoreV1Api, CustomObjectsApi, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
+import { Kvm } from '@nats-io/kv';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { Value } from '@sinclair/typebox/value';
 import { pino, type Logger } from 'pino';
 import { AGENT_DEFAULTS, startAgent, type AgentHandle, type AgentOptions } from '../../src/agent/index.js';
 import { startNats, type ClusterInfo, type NatsHandle } from '../../src/dev/index.js';
 import { HUB_DEFAULTS, startHub, type HubHandle, type HubOptions } from '../../src/hub/index.js';
+import { Buckets, Keys, RouteTableSchema, type RouteTable } from '../../src/transport/index.js';
 import { kubeConfigFor } from './helpers/testbed.js';
+
+export const GROUP = 'ctrlmesh.kusionstack.io';
 
 /** Test logs are silent unless CTRLMESH_TEST_LOG names a level (e.g. debug). */
 export const logger: Logger = pino({ level: process.env.CTRLMESH_TEST_LOG ?? 'silent' });
@@ -80,3 +87,36 @@ export async function eventually<T>(check: () => T | Promise<T>, timeoutMs = 20_
     }
   }
 }
+
+export async function ensureNamespace(kc: KubeConfig, name: string): Promise<void> {
+  try {
+    await kc.makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name } } });
+  } catch (err) {
+    if ((err as { code?: number }).code !== 409) throw err;
+  }
+}
+
+export async function apply(kc: KubeConfig, obj: KubernetesObject & { spec: unknown }): Promise<void> {
+  const api = kc.makeApiClient(CustomObjectsApi);
+  const namespace = obj.metadata?.namespace as string;
+  const name = obj.metadata?.name as string;
+  const params = { group: GROUP, version: 'v1alpha1', namespace, plural: 'shardingconfigs' };
+  try {
+    const existing = (await api.getNamespacedCustomObject({ ...params, name })) as KubernetesObject;
+    await api.replaceNamespacedCustomObject({ ...params, name, body: { ...obj, metadata: { ...obj.metadata, resourceVersion: existing.metadata?.resourceVersion } } });
+  } catch (err) {
+    if ((err as { code?: number }).code !== 404) throw err;
+    await api.createNamespacedCustomObject({ ...params, body: obj });
+  }
+}
+
+export async function routeTables(nc: NatsConnection, operator: string): Promise<RouteTable[]> {
+  const kv = await new Kvm(nc).open(Buckets.routes);
+  const tables: RouteTable[] = [];
+  for await (const key of await kv.keys(Keys.routesOf(operator))) {
+    const entry = await kv.get(key);
+    if (entry?.operation === 'PUT') tables.push(Value.Parse(RouteTableSchema, entry.json()));
+  }
+  return tables;
+}
+

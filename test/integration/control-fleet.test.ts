@@ -1,54 +1,20 @@
 import { readFileSync } from 'node:fs';
-import { CoreV1Api, CustomObjectsApi, loadYaml, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
+import { CoreV1Api, CustomObjectsApi, loadYaml, type KubernetesObject } from '@kubernetes/client-node';
 import { Kvm } from '@nats-io/kv';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AgentHandle } from '../../src/agent/index.js';
 import type { HubHandle } from '../../src/hub/index.js';
 import { bucketOf, createHashSettings } from '../../src/sharding/index.js';
-import { Buckets, Keys, RouteTableSchema, type RouteTable } from '../../src/transport/index.js';
-import { Value } from '@sinclair/typebox/value';
-import { eventually, logger, privateNats, runAgent, runHub } from './control-fixture.js';
+import { Buckets, Keys, type RouteTable } from '../../src/transport/index.js';
+import { GROUP, apply, ensureNamespace, eventually, logger, privateNats, routeTables, runAgent, runHub } from './control-fixture.js';
 import { cluster, kubeConfigFor, uniqueName } from './helpers/testbed.js';
 
-const GROUP = 'ctrlmesh.kusionstack.io';
 const HASH = 'ctrlmesh.kusionstack.io/sharding-hash';
 // The seed documents' auto-sharding root (clusters/local/sharding-config-auto.yaml), as an operator would apply it.
 const seed = loadYaml<KubernetesObject & { spec: Record<string, unknown> }>(
   readFileSync(new URL('../../clusters/local/sharding-config-auto.yaml', import.meta.url), 'utf8'),
 );
-
-async function ensureNamespace(kc: KubeConfig, name: string): Promise<void> {
-  try {
-    await kc.makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name } } });
-  } catch (err) {
-    if ((err as { code?: number }).code !== 409) throw err;
-  }
-}
-
-async function apply(kc: KubeConfig, obj: KubernetesObject & { spec: unknown }): Promise<void> {
-  const api = kc.makeApiClient(CustomObjectsApi);
-  const namespace = obj.metadata?.namespace as string;
-  const name = obj.metadata?.name as string;
-  const params = { group: GROUP, version: 'v1alpha1', namespace, plural: 'shardingconfigs' };
-  try {
-    const existing = (await api.getNamespacedCustomObject({ ...params, name })) as KubernetesObject;
-    await api.replaceNamespacedCustomObject({ ...params, name, body: { ...obj, metadata: { ...obj.metadata, resourceVersion: existing.metadata?.resourceVersion } } });
-  } catch (err) {
-    if ((err as { code?: number }).code !== 404) throw err;
-    await api.createNamespacedCustomObject({ ...params, body: obj });
-  }
-}
-
-async function routeTables(nc: NatsConnection, operator: string): Promise<RouteTable[]> {
-  const kv = await new Kvm(nc).open(Buckets.routes);
-  const tables: RouteTable[] = [];
-  for await (const key of await kv.keys(Keys.routesOf(operator))) {
-    const entry = await kv.get(key);
-    if (entry?.operation === 'PUT') tables.push(Value.Parse(RouteTableSchema, entry.json()));
-  }
-  return tables;
-}
 
 /** (cluster, bucket) units owned across the tables, each listed once per owner. */
 function ownedUnits(tables: readonly RouteTable[]): string[] {
