@@ -20,4 +20,12 @@ export {
   type ShardingConfigSpec,
   type ShardingConfigStatus,
 } from './sharding-config.js';
-export { validateManifest, type ValidateOptions, type ValidationResult } from './validate.js';
+export {
+  formatProblem,
+  schemaProblems,
+  validateDocuments,
+  validateManifest,
+  type DocumentReport,
+  type ValidateOptions,
+  type ValidationResult,
+} from './validate.js';

@@ -1,7 +1,7 @@
 import { Kind, type TSchema } from '@sinclair/typebox';
 import { Value, ValueErrorType, type ValueError } from '@sinclair/typebox/value';
 import { pointerToPath, type FieldProblem } from './field-problem.js';
-import { API_VERSION, KINDS, type ManifestModel } from './kinds.js';
+import { API_GROUP, KINDS, type ManifestModel } from './kinds.js';
 import { DURATION_PATTERN, INT_OR_STRING } from './schema-types.js';
 
 export interface ValidateOptions {
@@ -62,7 +62,7 @@ function reasonOf(error: ValueError): string {
 }
 
 /** Every shape error, one per field (a missing field is reported as missing, not also as of the wrong type). */
-function shapeProblems(schema: TSchema, doc: unknown): FieldProblem[] {
+export function schemaProblems(schema: TSchema, doc: unknown): FieldProblem[] {
   const problems: FieldProblem[] = [];
   const seen = new Set<string>();
   for (const error of Value.Errors(schema, doc)) {
@@ -96,7 +96,7 @@ export function validateManifest(doc: unknown, options: ValidateOptions = {}): V
       problems: [{ path: 'kind', reason: `must be one of ${KINDS.map((k) => k.kind).join(', ')}, not ${describe(kindName)}` }],
     };
   }
-  const problems = shapeProblems(kind.manifest, doc);
+  const problems = schemaProblems(kind.manifest, doc);
   if (problems.length === 0) {
     problems.push(...kind.problems(field(doc, 'spec'), { bucketCount }));
   }
@@ -104,4 +104,37 @@ export function validateManifest(doc: unknown, options: ValidateOptions = {}): V
   return { ok: true, model: kind.normalize(metadata as { name: string; namespace?: string }, field(doc, 'spec')) };
 }
 
-export { API_VERSION };
+export interface DocumentReport {
+  kind: string;
+  name: string;
+  problems: FieldProblem[];
+}
+
+/**
+ * Validates the documents of one file. Empty documents are skipped, and so are documents of other API groups
+ * (a file may hold a whole release); their count is returned so the caller can say so.
+ */
+export function validateDocuments(docs: readonly unknown[], options: ValidateOptions = {}): { reports: DocumentReport[]; skipped: number } {
+  const reports: DocumentReport[] = [];
+  let skipped = 0;
+  for (const doc of docs) {
+    if (doc === null || doc === undefined) continue;
+    const apiVersion = field(doc, 'apiVersion');
+    if (typeof apiVersion === 'string' && !apiVersion.startsWith(`${API_GROUP}/`)) {
+      skipped++;
+      continue;
+    }
+    const result = validateManifest(doc, options);
+    reports.push(
+      result.ok
+        ? { kind: result.model.kind, name: result.model.name, problems: [] }
+        : { kind: result.kind, name: result.name, problems: result.problems },
+    );
+  }
+  return { reports, skipped };
+}
+
+/** `FILE: Kind/name: field.path: reason`, the line `ctrlmesh validate` prints per problem. */
+export function formatProblem(file: string, report: DocumentReport, problem: FieldProblem): string {
+  return `${file}: ${report.kind}/${report.name}: ${problem.path}: ${problem.reason}`;
+}

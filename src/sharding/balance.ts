@@ -58,29 +58,72 @@ export function balance(problem: BalanceProblem): Int32Array {
   const cap = balanceBound(total, n, heaviest);
   const load = new Float64Array(n);
   const count = new Int32Array(n);
-  const unitsOf: number[][] = Array.from({ length: n }, () => []);
-  const sorted = new Uint8Array(n);
+  const pool: number[] = [];
+  for (let u = 0; u < unitCount; u++) {
+    const p = previous[u] as number;
+    if (p >= 0 && p < n) {
+      owner[u] = p;
+      load[p] = (load[p] as number) + (weights[u] as number);
+      count[p] = (count[p] as number) + 1;
+    } else {
+      pool.push(u);
+    }
+  }
+
+  // Per-shard unit lists are needed only for the few shards that shed or donate: they are cut from one
+  // counting-sort pass over the owners when first needed, then kept sorted by weight.
+  const asc = byWeightAsc(weights);
+  const lists: (number[] | undefined)[] = new Array<number[] | undefined>(n).fill(undefined);
+  const unsorted = new Uint8Array(n);
+  let grouped: { units: Int32Array; offsets: Int32Array; extra: number[][] } | undefined;
+  const group = () => {
+    const offsets = new Int32Array(n + 1);
+    for (let u = 0; u < unitCount; u++) {
+      const o = owner[u] as number;
+      if (o >= 0) offsets[o + 1] = (offsets[o + 1] as number) + 1;
+    }
+    for (let s = 0; s < n; s++) offsets[s + 1] = (offsets[s + 1] as number) + (offsets[s] as number);
+    const next = offsets.slice(0, n);
+    const units = new Int32Array(offsets[n] as number);
+    for (let u = 0; u < unitCount; u++) {
+      const o = owner[u] as number;
+      if (o < 0) continue;
+      const at = next[o] as number;
+      units[at] = u;
+      next[o] = at + 1;
+    }
+    return { units, offsets, extra: Array.from({ length: n }, () => [] as number[]) };
+  };
+  const unitsOf = (s: number): number[] => {
+    let list = lists[s];
+    if (!list) {
+      grouped ??= group();
+      list = [...grouped.units.subarray(grouped.offsets[s], grouped.offsets[s + 1]), ...(grouped.extra[s] as number[])];
+      lists[s] = list;
+      unsorted[s] = 1;
+    }
+    return list;
+  };
+  const sortUnits = (s: number): number[] => {
+    const list = unitsOf(s);
+    if (unsorted[s]) {
+      list.sort(asc);
+      unsorted[s] = 0;
+    }
+    return list;
+  };
   const give = (s: number, u: number): void => {
     owner[u] = s;
     load[s] = (load[s] as number) + (weights[u] as number);
     count[s] = (count[s] as number) + 1;
-    (unitsOf[s] as number[]).push(u);
-    sorted[s] = 0;
-  };
-  const pool: number[] = [];
-  for (let u = 0; u < unitCount; u++) {
-    const p = previous[u] as number;
-    if (p >= 0 && p < n) give(p, u);
-    else pool.push(u);
-  }
-  const asc = byWeightAsc(weights);
-  const sortUnits = (s: number): number[] => {
-    const list = unitsOf[s] as number[];
-    if (!sorted[s]) {
-      list.sort(asc);
-      sorted[s] = 1;
+    if (!grouped) return;
+    const list = lists[s];
+    if (list) {
+      list.push(u);
+      unsorted[s] = 1;
+    } else {
+      (grouped.extra[s] as number[]).push(u);
     }
-    return list;
   };
   const take = (s: number, list: number[], index: number): number => {
     const [u] = list.splice(index, 1) as [number];
@@ -110,18 +153,26 @@ export function balance(problem: BalanceProblem): Int32Array {
   return owner;
 
   function fill(s: number): void {
+    // A donor with no unit small enough stays so: the taker only gets heavier, so what it may take only shrinks.
+    const exhausted = new Uint8Array(n);
+    exhausted[s] = 1;
     for (;;) {
       const deficit = mean - (load[s] as number);
       if (deficit <= 0) return;
       let donor = -1;
-      for (let d = 0; d < n; d++) if (d !== s && (donor < 0 || (load[d] as number) > (load[donor] as number))) donor = d;
-      if (donor < 0) return;
+      for (let d = 0; d < n; d++) if (!exhausted[d] && (donor < 0 || (load[d] as number) > (load[donor] as number))) donor = d;
+      if (donor < 0 || (load[donor] as number) <= (load[s] as number)) return;
       // Take no more than closes the gap, and never so much that the donor ends lighter than the taker.
       const limit = Math.min(deficit, ((load[donor] as number) - (load[s] as number)) / 2);
-      const list = sortUnits(donor);
-      const i = searchWeight(list, weights, limit, true) - 1;
-      if (i < 0) return;
-      give(s, take(donor, list, i));
+      // One scan beats sorting: most donors are looked at once or twice.
+      const list = unitsOf(donor);
+      let i = -1;
+      for (let k = 0; k < list.length; k++) {
+        const w = weights[list[k] as number] as number;
+        if (w <= limit && (i < 0 || w > (weights[list[i] as number] as number))) i = k;
+      }
+      if (i < 0) exhausted[donor] = 1;
+      else give(s, take(donor, list, i));
     }
   }
 }

@@ -28,11 +28,13 @@ export {
 } from './hash.js';
 export { POD_NAME_LABEL, expandRoot, type AutoShard } from './auto-sharding.js';
 export { BALANCE_TOLERANCE, balance, balanceBound, type BalanceProblem } from './balance.js';
-export { UNIT_BASE_WEIGHT, plan } from './planner.js';
+export { UNIT_BASE_WEIGHT } from './fleet.js';
+export { Planner, plan, type PlanChange } from './planner.js';
 export {
   AssignmentSchema,
   CLUSTER_HEALTH,
   PlanInputSchema,
+  parsePlanDocument,
   type Assignment,
   type ClusterHealth,
   type ClusterInfo,

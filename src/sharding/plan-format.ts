@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
-import { LabelSelectorSchema } from '../api/index.js';
-import { HASH_ALGORITHMS } from './hash.js';
+import { LabelSelectorSchema, schemaProblems } from '../api/index.js';
+import { HASH_ALGORITHMS, InvalidConfigError } from './hash.js';
 
 const closed = { additionalProperties: false } as const;
 
@@ -113,4 +113,16 @@ export interface PlanResult {
   /** Units no live shard can reach (e.g. a cluster without a shard of a non-multicluster operator). */
   unassigned: { operator: string; cluster: string; bucket: number; reason: string }[];
   stats: Record<string, OperatorStats>;
+}
+
+/** Checks a parsed planner input (or assignment); the error lists every problem with its field path. */
+export function parsePlanDocument<T extends 'input' | 'assignment'>(
+  what: T,
+  doc: unknown,
+): T extends 'input' ? PlanInput : Assignment {
+  const problems = schemaProblems(what === 'input' ? PlanInputSchema : AssignmentSchema, doc);
+  if (problems.length > 0) {
+    throw new InvalidConfigError(`invalid planner ${what}: ${problems.map((p) => `${p.path}: ${p.reason}`).join('; ')}`);
+  }
+  return doc as T extends 'input' ? PlanInput : Assignment;
 }

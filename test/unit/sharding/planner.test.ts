@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { balanceBound, plan, type Assignment, type PlanInput, type PlanResult } from '../../../src/sharding/index.js';
+import { balanceBound, plan, Planner, type Assignment, type PlanInput, type PlanResult } from '../../../src/sharding/index.js';
 
 const HEALTH = ['Ready', 'Unknown', 'Offline'] as const;
 
@@ -165,6 +165,19 @@ describe('plan: movement', () => {
     );
   });
 
+  it('a joined shard takes work even when the heaviest shard holds one unit too big to move', () => {
+    const input: PlanInput = {
+      clusters: [{ name: 'a' }],
+      weights: [{ cluster: 'a', namespace: 'x', objects: 100 }],
+      operators: [{ name: 'ops/root', multicluster: true, shards: Array.from({ length: 25 }, (_, i) => ({ name: `s${String(i).padStart(2, '0')}`, homeCluster: 'a' })) }],
+    };
+    const planner = new Planner(input);
+    const moves = planner.apply({ type: 'addShard', operator: 'ops/root', shard: { name: 'zz', homeCluster: 'a' } });
+    expect(moves.length).toBeGreaterThan(0);
+    expect(moves.every((m) => m.to === 'zz')).toBe(true);
+    expect(planner.result().stats['ops/root']!.loads.zz).toBeGreaterThan(0);
+  });
+
   it('removing a shard moves at most 1.05 x its weight + the heaviest unit (property)', () => {
     fc.assert(
       fc.property(
@@ -285,5 +298,41 @@ describe('plan: hand-written shards and formats', () => {
       { operator: 'o', cluster: 'b', bucket: 0, reason: 'no shard runs in cluster b and the operator is not multicluster' },
       { operator: 'o', cluster: 'b', bucket: 1, reason: 'no shard runs in cluster b and the operator is not multicluster' },
     ]);
+  });
+});
+
+describe('Planner.apply (incremental)', () => {
+  it('gives the same assignment as a full plan from the previous one, for each kind of change (property)', () => {
+    fc.assert(
+      fc.property(fleetArb(), fc.nat(6), fc.nat(2000), fc.constantFrom(...HEALTH), (input, pick, objects, health) => {
+        const planner = new Planner(input);
+        const before = planner.result().assignment;
+        const list = shards(input);
+        const home = list[pick % list.length]!.homeCluster;
+        const weight = input.weights[pick % Math.max(1, input.weights.length)];
+        const steps: [Parameters<Planner['apply']>[0], PlanInput][] = [
+          [{ type: 'addShard', operator: 'ops/root', shard: { name: 'zz-new', homeCluster: home } }, withShards(input, [...list, { name: 'zz-new', homeCluster: home }])],
+        ];
+        if (list.length > 1) {
+          const removed = list[pick % list.length]!;
+          steps.push([{ type: 'removeShard', operator: 'ops/root', shard: removed.name }, withShards(input, list.filter((s) => s !== removed))]);
+        }
+        if (weight) {
+          steps.push([
+            { type: 'objects', cluster: weight.cluster, namespace: weight.namespace, objects },
+            // A namespace's latest count replaces the earlier one.
+            withWeights(input, [...input.weights, { cluster: weight.cluster, namespace: weight.namespace, objects }]),
+          ]);
+        }
+        for (const [change, changedInput] of steps) {
+          const fresh = new Planner(input);
+          const moves = fresh.apply(change);
+          const full = plan(changedInput, before);
+          expect(fresh.result().assignment).toEqual(full.assignment);
+          expect(moves).toEqual(full.moves);
+        }
+        expect(planner.apply({ type: 'health', cluster: input.clusters[0]!.name, health })).toEqual([]);
+      }),
+    );
   });
 });
