@@ -38,7 +38,7 @@ export function electLeader(options: LeaderElectionOptions): LeaderElection {
   const setLeader = (next: boolean): void => {
     if (next === leader) return;
     leader = next;
-    logger.info({ identity: options.identity }, next ? 'became the hub leader' : 'no longer the hub leader');
+    logger.info(next ? 'became the hub leader' : 'no longer the hub leader');
     options.onChange(next);
   };
 
