@@ -3,7 +3,7 @@ import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AgentHandle } from '../../src/agent/index.js';
 import type { ClusterHealth, HubHandle } from '../../src/hub/index.js';
-import { Subjects, acknowledge, connectNats, type NatsLink, type RouteTable } from '../../src/transport/index.js';
+import { Subjects, acknowledge, connectNats, watchRouteTable, type NatsLink, type RouteTable } from '../../src/transport/index.js';
 import { GROUP, apply, ensureNamespace, eventually, logger, privateNats, routeTables, runAgent, runHub } from './control-fixture.js';
 import { cluster, kubeConfigFor, uniqueName } from './helpers/testbed.js';
 
@@ -234,8 +234,12 @@ describe('failures: hub failover, agent loss, invalid configs, bad input, NATS r
     }
   });
 
-  it('a NATS restart: hub and agent reconnect and resynchronise', async () => {
+  it('a NATS restart: hub, agent and a route-table watcher reconnect and resynchronise', async () => {
     const hub = leader();
+    // What a proxy does: follow its shard's table through the transport API.
+    const applied: RouteTable[] = [];
+    const watch = watchRouteTable({ link, operator, shard: shard1(), logger, onTable: (t) => applied.push(t) });
+    await eventually(() => expect(applied.length).toBe(1));
     await nats.nats.stop();
     await apply(kc, handConfig('h1', ['0', '1', '6'])); // changed while NATS is down
     await nats.nats.start();
@@ -243,5 +247,10 @@ describe('failures: hub failover, agent loss, invalid configs, bad input, NATS r
     await eventually(() => expect(hub.status().clusters.find((c) => c.name === name)?.health).toBe('Ready'), 30_000);
     await apply(kc, handConfig('h1', ['0', '1', '7']));
     await eventually(async () => expect(buckets(await routeTables(nc, operator), shard1())).toEqual([0, 1, 7]));
+    await eventually(() => expect(applied.at(-1)?.clusters[0]?.buckets).toEqual([0, 1, 7]));
+    watch.stop();
+    // Only newer versions, each once.
+    const seen = applied.map((t) => t.version);
+    expect(seen).toEqual([...new Set(seen)].sort((a, b) => a - b));
   });
 });

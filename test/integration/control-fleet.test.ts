@@ -42,6 +42,12 @@ describe('two clusters under one hub (real API servers, private NATS)', () => {
   });
 
   afterAll(async () => {
+    const remove = (kc: typeof kcA, namespace: string, name: string): Promise<unknown> =>
+      kc
+        .makeApiClient(CustomObjectsApi)
+        .deleteNamespacedCustomObject({ group: GROUP, version: 'v1alpha1', namespace, plural: 'shardingconfigs', name })
+        .catch(() => undefined);
+    await Promise.all([remove(kcA, 'operator-demo', 'demo-root'), remove(kcB, 'operator-demo', 'demo-root'), remove(kcA, 'operator-span', 'span-root')]);
     await nc?.close();
     await Promise.all(agents.map((a) => a.stop()));
     await hub?.stop();
