@@ -21,7 +21,7 @@ export {
   type ShardingConfigStatus,
 } from './sharding-config.js';
 export {
-  formatProblem,
+  formatProblems,
   schemaProblems,
   validateDocuments,
   validateManifest,

@@ -30,11 +30,13 @@ export class OperatorPlan {
   /** The assignment this plan started from, for the moves of {@link result}. */
   private readonly baseline: { names: string[]; owner: Int32Array; gone: Move[] };
 
-  constructor(
-    private readonly fleet: Fleet,
-    private readonly input: OperatorInput,
-    previous: ShardUnits | undefined,
-  ) {
+  private readonly fleet: Fleet;
+  private readonly input: OperatorInput;
+
+  constructor(from: { fleet: Fleet; input: OperatorInput; previous: ShardUnits | undefined }) {
+    const { fleet, input, previous } = from;
+    this.fleet = fleet;
+    this.input = input;
     this.name = input.name;
     const U = fleet.unitCount;
     this.owner = new Int32Array(U).fill(-1);
