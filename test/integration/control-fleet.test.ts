@@ -1,4 +1,6 @@
+import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { promisify } from 'node:util';
 import { CoreV1Api, CustomObjectsApi, loadYaml, type KubernetesObject } from '@kubernetes/client-node';
 import { Kvm } from '@nats-io/kv';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
@@ -68,6 +70,21 @@ describe('two clusters under one hub (real API servers, private NATS)', () => {
     expect(stored).not.toContain('test-bootstrap-token');
     expect(stored).not.toContain('PRIVATE KEY');
     expect(stored).not.toContain(cluster(0).clientCertPem.slice(30, 90));
+  });
+
+  it('serves /healthz, /readyz, /metrics and a status API that `ctrlmesh status` renders', async () => {
+    expect((await fetch(`${hub.url}/healthz`)).status).toBe(200);
+    await eventually(async () => expect((await fetch(`${hub.url}/readyz`)).status).toBe(200));
+    await eventually(async () => {
+      const metrics = await (await fetch(`${hub.url}/metrics`)).text();
+      expect(metrics.split('\n').filter((l) => l.startsWith('ctrlmesh_hub_leader') || l.startsWith('ctrlmesh_hub_clusters{'))).toEqual(
+        expect.arrayContaining([expect.stringMatching(/^ctrlmesh_hub_leader\{.*\} 1$/), expect.stringMatching(/^ctrlmesh_hub_clusters\{.*health="Ready".*\} 2$/)]),
+      );
+    });
+    for (const agent of agents) expect((await fetch(`${agent.url}/readyz`)).status).toBe(200);
+    const { stdout } = await promisify(execFile)(process.execPath, ['dist/src/cli/main.js', 'status', '--hub', hub.url]);
+    expect(stdout).toMatch(new RegExp(`${nameA}\\s+Ready\\s+${cluster(0).server}`));
+    expect(stdout).toContain('OPERATOR');
   });
 
   it('refuses a wrong bootstrap token with a clear error and records nothing', async () => {
