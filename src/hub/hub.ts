@@ -287,8 +287,8 @@ class HubCore {
     }
     const known = fleet.reports.get(report.cluster);
     if (known && sameReport(known, report)) return;
-    fleet.reports.set(report.cluster, report);
     await this.c.buckets.state.put(Keys.report(report.cluster), encodeMessage(Messages.clusterReport, report));
+    fleet.reports.set(report.cluster, report);
     this.schedule();
   }
 

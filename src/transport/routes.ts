@@ -94,6 +94,10 @@ export function subscribeAcks(options: { link: NatsLink; logger: Logger; onAck: 
     subject: Subjects.ackAll,
     kind: Messages.ack,
     logger: options.logger,
-    handler: options.onAck,
+    handler: (ack, msg) => {
+      // The subject names the shard too: a mismatch is a confused or malicious sender.
+      if (msg.subject === Subjects.ack(ack.operator, ack.shard)) options.onAck(ack);
+      else options.logger.warn({ subject: msg.subject, operator: ack.operator, shard: ack.shard }, 'dropped an ack whose shard does not match its subject');
+    },
   });
 }
