@@ -114,6 +114,29 @@ async function changeToRouteTable(bed: Testbed, debounceMs: number, progress: (m
   };
 }
 
+/** Wall time from the leader's crash (no lease release) until the standby leads, with the default lease. */
+async function failover(nats: string, progress: (m: string) => void): Promise<BenchRow> {
+  const options = { ...HUB_DEFAULTS, nats, tokens: [TOKEN], listen: { host: '127.0.0.1', port: 0 } };
+  const times: number[] = [];
+  for (let i = 0; i < 3; i++) {
+    progress(`failover ${i + 1}/3`);
+    const first = await startHub({ ...options, identity: `fo-${i}-a` }, { logger });
+    while (!first.isLeader()) await new Promise((r) => setTimeout(r, 20));
+    const second = await startHub({ ...options, identity: `fo-${i}-b` }, { logger });
+    const crashed = performance.now();
+    await first.stop({ releaseLease: false });
+    while (!second.isLeader()) await new Promise((r) => setTimeout(r, 20));
+    times.push(performance.now() - crashed);
+    await second.stop();
+  }
+  times.sort((a, b) => a - b);
+  return {
+    case: `hub leader crash -> standby leads (lease TTL ${HUB_DEFAULTS.leaseTtlMs / 1000} s, renew ${HUB_DEFAULTS.leaseRenewMs / 1000} s; 3 runs)`,
+    p50Ms: round(percentile(times, 0.5), 0),
+    maxMs: round(times.at(-1) as number, 0),
+  };
+}
+
 async function metric(url: string, name: string): Promise<number> {
   const text = await (await fetch(`${url}/metrics`)).text();
   const line = text.split('\n').find((l) => l.startsWith(`${name}{`) || l.startsWith(`${name} `));
@@ -209,7 +232,7 @@ async function heartbeatLoad(nats: string, dir: string, progress: (m: string) =>
 
 const benchmark: Benchmark = {
   name: 'hub',
-  description: `config change to route table (p50/p99 over ${CHANGES} changes, real API server + agent + hub + NATS); hub CPU and memory with ${SIMULATED_CLUSTERS} simulated clusters`,
+  description: `config change to route table (p50/p99 over ${CHANGES} changes, real API server + agent + hub + NATS); leader failover; hub CPU and memory with ${SIMULATED_CLUSTERS} simulated clusters`,
   run: async ({ progress }) => {
     const dir = await mkdtemp(join(tmpdir(), 'ctrlmesh-bench-hub-'));
     const bed = await startTestbed({ clusters: 1, dir, onProgress: progress });
@@ -217,6 +240,7 @@ const benchmark: Benchmark = {
       const rows: BenchRow[] = [];
       rows.push(await changeToRouteTable(bed, HUB_DEFAULTS.debounceMs, progress));
       rows.push(await changeToRouteTable(bed, 20, progress));
+      rows.push(await failover(bed.info.nats.url, progress));
       rows.push(await heartbeatLoad(bed.info.nats.url, dir, progress));
       return rows;
     } finally {
