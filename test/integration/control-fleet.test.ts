@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AgentHandle } from '../../src/agent/index.js';
 import type { HubHandle } from '../../src/hub/index.js';
 import { bucketOf, createHashSettings } from '../../src/sharding/index.js';
-import { Buckets, Keys, type RouteTable } from '../../src/transport/index.js';
+import { Buckets, Keys, type ClusterReport, type RouteTable } from '../../src/transport/index.js';
 import { GROUP, apply, ensureNamespace, eventually, logger, privateNats, routeTables, runAgent, runHub } from './control-fixture.js';
 import { cluster, kubeConfigFor, uniqueName } from './helpers/testbed.js';
 
@@ -44,12 +44,18 @@ describe('two clusters under one hub (real API servers, private NATS)', () => {
   });
 
   afterAll(async () => {
-    const remove = (kc: typeof kcA, namespace: string, name: string): Promise<unknown> =>
+    const remove = (kc: typeof kcA, namespace: string, name: string, plural = 'shardingconfigs'): Promise<unknown> =>
       kc
         .makeApiClient(CustomObjectsApi)
-        .deleteNamespacedCustomObject({ group: GROUP, version: 'v1alpha1', namespace, plural: 'shardingconfigs', name })
+        .deleteNamespacedCustomObject({ group: GROUP, version: 'v1alpha1', namespace, plural, name })
         .catch(() => undefined);
-    await Promise.all([remove(kcA, 'operator-demo', 'demo-root'), remove(kcB, 'operator-demo', 'demo-root'), remove(kcA, 'operator-span', 'span-root')]);
+    await Promise.all([
+      remove(kcA, 'operator-demo', 'demo-root'),
+      remove(kcB, 'operator-demo', 'demo-root'),
+      remove(kcA, 'operator-span', 'span-root'),
+      remove(kcA, 'operator-demo', 'demo-circuitbreakers', 'circuitbreakers'),
+      remove(kcA, 'operator-demo', 'demo-faultinjections', 'faultinjections'),
+    ]);
     await nc?.close();
     await Promise.all(agents.map((a) => a.stop()));
     await hub?.stop();
@@ -159,6 +165,52 @@ describe('two clusters under one hub (real API servers, private NATS)', () => {
     });
   });
 
+  it('reports CircuitBreakers, FaultInjections, operator pods with readiness, namespaces and object counts', async () => {
+    const custom = kcA.makeApiClient(CustomObjectsApi);
+    const create = (plural: string, kind: string, spec: unknown): Promise<unknown> =>
+      eventually(() =>
+        custom
+          .createNamespacedCustomObject({
+            group: GROUP,
+            version: 'v1alpha1',
+            namespace: 'operator-demo',
+            plural,
+            body: { apiVersion: `${GROUP}/v1alpha1`, kind, metadata: { name: `demo-${plural}` }, spec },
+          })
+          .catch((err: { code?: number }) => {
+            if (err.code !== 409) throw err;
+          }),
+      );
+    await create('circuitbreakers', 'CircuitBreaker', {
+      selector: { matchLabels: { app: 'operator-demo' } },
+      rateLimitings: [{ name: 'deletes', resourceRules: [{ apiGroups: [''], resources: ['pods'], verbs: ['delete'], namespaces: ['*'] }], bucket: { burst: 10, interval: '1m', limit: 20 }, triggerPolicy: 'Normal' }],
+    });
+    await create('faultinjections', 'FaultInjection', {
+      selector: { matchLabels: { app: 'operator-demo' } },
+      httpFault: [{ name: 'slow', delay: { fixedDelay: '200ms', percent: '50' }, match: { resources: [{ apiGroups: [''], resources: ['pods'], verbs: ['update'], namespaces: ['ns-a'] }] } }],
+    });
+    const core = kcA.makeApiClient(CoreV1Api);
+    const pod = uniqueName('operator-demo');
+    await core.createNamespacedPod({
+      namespace: 'operator-demo',
+      body: { metadata: { name: pod, labels: { app: 'operator-demo' } }, spec: { containers: [{ name: 'op', image: 'operator:dev' }] } },
+    });
+    await core.createNamespacedConfigMap({ namespace: 'ns-b', body: { metadata: { name: uniqueName('counted') } } });
+    const state = await new Kvm(nc).open(Buckets.state);
+    const report = await eventually(async () => {
+      const value = (await state.get(Keys.report(nameA)))?.json<ClusterReport>();
+      expect(value?.circuitBreakers.map((o) => o.name)).toContain('demo-circuitbreakers');
+      expect(value?.faultInjections.map((o) => o.name)).toContain('demo-faultinjections');
+      // No kubelet in the test bed: the pod exists and is reported not ready.
+      expect(value?.pods).toContainEqual(expect.objectContaining({ namespace: 'operator-demo', name: pod, ready: false }));
+      expect(value?.objectCounts).toContainEqual(expect.objectContaining({ namespace: 'ns-b', resource: 'configmaps' }));
+      return value;
+    });
+    expect(report?.namespaces.map((n) => n.name)).toEqual(expect.arrayContaining(['ns-a', 'ns-b', 'operator-demo']));
+    expect(report?.hash.algorithm).toBe('kusionstack');
+    await core.deleteNamespacedPod({ namespace: 'operator-demo', name: pod });
+  });
+
   it('labels objects created later through the admission webhook', async () => {
     const core = kcA.makeApiClient(CoreV1Api);
     // The webhook's object rules follow the related resources of the configs (configmaps and pods here).
@@ -168,6 +220,13 @@ describe('two clusters under one hub (real API servers, private NATS)', () => {
       return cm;
     });
     expect(created.metadata?.labels?.[HASH]).toBe('15');
+    // Updated objects too: an update that drops the labels gets them back.
+    const updated = await core.replaceNamespacedConfigMap({
+      namespace: 'ns-a',
+      name: created.metadata?.name as string,
+      body: { ...created, metadata: { ...created.metadata, labels: { app: 'x' } } },
+    });
+    expect(updated.metadata?.labels).toMatchObject({ app: 'x', [HASH]: '15', 'ctrlmesh.kusionstack.io/control': 'true' });
     const ns = await core.createNamespace({ body: { metadata: { name: uniqueName('ns-late') } } });
     expect(ns.metadata?.labels?.['ctrlmesh.kusionstack.io/control']).toBe('true');
     await core.deleteNamespace({ name: ns.metadata?.name as string });
