@@ -47,7 +47,13 @@ export function shardingConfigStatus(input: StatusInput): ShardingConfigStatus {
   };
 }
 
-/** Whether writing `next` would change what is stored (condition times aside when nothing else moved). */
+/** Whether writing `next` would change what is stored; the API server returns keys sorted, so order is ignored. */
 export function statusChanged(previous: ShardingConfigStatus | undefined, next: ShardingConfigStatus): boolean {
-  return JSON.stringify(previous ?? {}) !== JSON.stringify(next);
+  return canonical(previous ?? {}) !== canonical(next);
+}
+
+function canonical(value: unknown): string {
+  return JSON.stringify(value, (_key, v: unknown) =>
+    v && typeof v === 'object' && !Array.isArray(v) ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : 1))) : v,
+  );
 }

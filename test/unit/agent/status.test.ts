@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { shardingConfigStatus } from '../../../src/agent/sharding-status.js';
+import { shardingConfigStatus, statusChanged } from '../../../src/agent/sharding-status.js';
 import { relatedResources } from '../../../src/agent/related.js';
 import type { ShardingConfigModel } from '../../../src/api/index.js';
 import { ROUTE_TABLE_SCHEMA_VERSION, type RouteTable } from '../../../src/transport/index.js';
@@ -30,6 +30,10 @@ describe('shardingConfigStatus', () => {
     // Same status later: the transition time stays.
     const again = shardingConfigStatus({ generation: 2, validation: { ok: true, model: {} as ShardingConfigModel }, routes: [table], previous: status, now: t1 });
     expect(again).toEqual(status);
+    // As the API server returns it (keys sorted): still unchanged.
+    const sorted = JSON.parse(JSON.stringify(status, Object.keys(status).sort().concat(['type', 'status', 'reason', 'message', 'lastTransitionTime', 'name', 'version', 'clusters', 'buckets'])));
+    expect(statusChanged(sorted, again)).toBe(false);
+    expect(statusChanged(sorted, { ...again, observedGeneration: 3 })).toBe(true);
   });
 
   it('marks an invalid config with every field at fault', () => {
