@@ -1,2 +1,4 @@
 export { createRegistry } from './registry.js';
 export { registerOpsRoutes, type OpsRoutesOptions, type Readiness } from './ops-routes.js';
+export { createHubMetrics, type HubMetrics } from './hub.js';
+export { createAgentMetrics, type AgentMetrics } from './agent.js';

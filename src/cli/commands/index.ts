@@ -1,10 +1,23 @@
 import type { Command } from '../command.js';
+import { agentCommand } from './agent.js';
 import { crdsCommand } from './crds.js';
 import { devCommand } from './dev.js';
 import { hashCommand } from './hash.js';
+import { hubCommand } from './hub.js';
 import { planCommand } from './plan.js';
+import { statusCommand } from './status.js';
 import { validateCommand } from './validate.js';
 import { versionCommand } from './version.js';
 
 /** Every subcommand of `ctrlmesh`, in the order --help lists them. */
-export const commands: Command[] = [versionCommand, hashCommand, validateCommand, planCommand, crdsCommand, devCommand];
+export const commands: Command[] = [
+  versionCommand,
+  hashCommand,
+  validateCommand,
+  planCommand,
+  crdsCommand,
+  devCommand,
+  hubCommand,
+  agentCommand,
+  statusCommand,
+];
