@@ -31,6 +31,8 @@ import { buildReport } from './report.js';
 import { shardingConfigStatus, statusChanged } from './sharding-status.js';
 import { registerWebhook, startWebhookServer, WEBHOOK_PATH, type WebhookTls } from './webhook.js';
 import { mintWebhookTls } from './webhook-tls.js';
+import type { SidecarOptions } from './sidecar-injection.js';
+import { INJECT_PATH } from './sidecar-webhook.js';
 
 export interface AgentOptions {
   cluster: string;
@@ -52,6 +54,8 @@ export interface AgentOptions {
    * and serving certificate are minted in memory.
    */
   webhook?: { tls?: WebhookTls; host: string; port: number; url?: string };
+  /** The proxy sidecar the webhook injects into labelled pods; omitted = no injection. */
+  sidecar?: SidecarOptions;
   listen: { host: string; port: number };
 }
 
@@ -103,11 +107,13 @@ export async function startAgent(options: AgentOptions, deps: { logger: Logger; 
       skip: new Set(options.skipNamespaces),
       logger,
       metrics,
+      ...(options.sidecar ? { injector: { kc: options.kc, sidecar: options.sidecar, logger } } : {}),
     });
     webhookUrl = options.webhook.url ?? `https://${options.webhook.host}:${webhookServer.port}${WEBHOOK_PATH}`;
   }
 
-  const webhook = webhookUrl && webhookTls ? { url: webhookUrl, caPem: webhookTls.caPem } : undefined;
+  const injectUrl = webhookUrl && options.sidecar ? new URL(INJECT_PATH, webhookUrl).href : undefined;
+  const webhook = webhookUrl && webhookTls ? { url: webhookUrl, caPem: webhookTls.caPem, ...(injectUrl ? { injectUrl } : {}) } : undefined;
   const loop = new AgentLoop({ options, settings, link, logger, metrics, signal: abort.signal, identity, webhook });
   await loop.start();
 
@@ -136,7 +142,7 @@ interface LoopContext {
   metrics: AgentMetrics;
   signal: AbortSignal;
   identity: { name: string; labels: Record<string, string>; server: string; caPem: string };
-  webhook: { url: string; caPem: string } | undefined;
+  webhook: { url: string; caPem: string; injectUrl?: string } | undefined;
 }
 
 /** The agent's steady state: informers in, reports, heartbeats, labels, webhook rules and statuses out. */
@@ -272,6 +278,7 @@ class AgentLoop {
         cluster: this.c.options.cluster,
         url: this.c.webhook.url,
         caPem: this.c.webhook.caPem,
+        ...(this.c.webhook.injectUrl ? { injectUrl: this.c.webhook.injectUrl } : {}),
         skip: this.c.options.skipNamespaces,
         resources: [...this.watch.related.values()].map((r) => ({ group: r.resource.group, resource: r.resource.resource })),
       });
