@@ -31,7 +31,6 @@ import { buildReport } from './report.js';
 import { shardingConfigStatus, statusChanged } from './sharding-status.js';
 import { registerWebhook, startWebhookServer, WEBHOOK_PATH, type WebhookTls } from './webhook.js';
 import { mintWebhookTls } from './webhook-tls.js';
-import type { SidecarOptions } from './sidecar-injection.js';
 import { INJECT_PATH } from './sidecar-webhook.js';
 
 export interface AgentOptions {
@@ -54,8 +53,8 @@ export interface AgentOptions {
    * and serving certificate are minted in memory.
    */
   webhook?: { tls?: WebhookTls; host: string; port: number; url?: string };
-  /** The proxy sidecar the webhook injects into labelled pods; omitted = no injection. */
-  sidecar?: SidecarOptions;
+  /** The image of the proxy sidecar the webhook injects into labelled pods; omitted = no injection. */
+  sidecar?: { image: string };
   listen: { host: string; port: number };
 }
 
@@ -107,7 +106,9 @@ export async function startAgent(options: AgentOptions, deps: { logger: Logger; 
       skip: new Set(options.skipNamespaces),
       logger,
       metrics,
-      ...(options.sidecar ? { injector: { kc: options.kc, sidecar: options.sidecar, logger } } : {}),
+      ...(options.sidecar
+        ? { injector: { kc: options.kc, proxy: { image: options.sidecar.image, nats: [options.nats].flat(), cluster: options.cluster, settings }, logger } }
+        : {}),
     });
     webhookUrl = options.webhook.url ?? `https://${options.webhook.host}:${webhookServer.port}${WEBHOOK_PATH}`;
   }

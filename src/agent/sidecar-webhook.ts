@@ -1,16 +1,28 @@
 import { CustomObjectsApi, type KubeConfig, type V1MutatingWebhook } from '@kubernetes/client-node';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import { API_GROUP, API_VERSION, type LabelSelector } from '../api/index.js';
+import { API_GROUP, API_VERSION, validateManifest, type LabelSelector } from '../api/index.js';
+import { expandRoot, type HashSettings } from '../sharding/index.js';
 import { ENABLE_PROXY_LABEL, KUBECONFIG_DIR, injectSidecar, type PodLike, type SelectingConfig, type SidecarOptions } from './sidecar-injection.js';
 
 /** Where the agent's webhook server answers pod admission for sidecar injection. */
 export const INJECT_PATH = '/inject-proxy';
 
+/** The proxy the agent injects: its image, and what it needs to follow its shard's route table. */
+export interface InjectedProxy {
+  image: string;
+  /** The hub's NATS, as the agent reaches it. */
+  nats: readonly string[];
+  /** This cluster's name in the registry: shards are named `<cluster>/<config>`. */
+  cluster: string;
+  /** The agent's hash settings, to expand an auto-sharding root into its children. */
+  settings: HashSettings;
+}
+
 export interface SidecarInjector {
   /** The agent's admin kubeconfig: ShardingConfigs are read from the API server at each admission, never stale. */
   kc: KubeConfig;
-  sidecar: SidecarOptions;
+  proxy: InjectedProxy;
   logger: Logger;
 }
 
@@ -29,18 +41,61 @@ export interface InjectionResponse {
   status?: { code: number; message: string };
 }
 
-async function selectingConfigs(kc: KubeConfig, namespace: string): Promise<SelectingConfig[]> {
+interface ListedConfig extends SelectingConfig {
+  /** The child of an auto-sharding root this pod runs (by its StatefulSet ordinal); undefined for other configs. */
+  child?: string;
+  root: boolean;
+}
+
+/** `name-3` of StatefulSet `name` is ordinal 3; other names have none. */
+function ordinal(pod: string, statefulSet: string): number | undefined {
+  const match = pod.startsWith(`${statefulSet}-`) ? /^\d+$/.exec(pod.slice(statefulSet.length + 1)) : null;
+  return match ? Number(match[0]) : undefined;
+}
+
+async function listConfigs(kc: KubeConfig, namespace: string, pod: string, settings: HashSettings): Promise<ListedConfig[]> {
   const list = (await kc.makeApiClient(CustomObjectsApi).listNamespacedCustomObject({
     group: API_GROUP,
     version: API_VERSION.slice(API_GROUP.length + 1),
     namespace,
     plural: 'shardingconfigs',
-  })) as { items?: { metadata?: { name?: string }; spec?: { selector?: LabelSelector } }[] };
-  return (list.items ?? []).map((item) => ({
-    name: item.metadata?.name ?? '',
-    namespace,
-    ...(item.spec?.selector ? { selector: item.spec.selector } : {}),
-  }));
+  })) as { items?: { metadata?: { name?: string }; spec?: { selector?: LabelSelector; root?: unknown } }[] };
+  return (list.items ?? []).map((item) => {
+    const config: ListedConfig = {
+      name: item.metadata?.name ?? '',
+      namespace,
+      root: item.spec?.root !== undefined,
+      ...(item.spec?.selector ? { selector: item.spec.selector } : {}),
+    };
+    const result = config.root ? validateManifest(item, { bucketCount: settings.bucketCount }) : undefined;
+    if (result?.ok && result.model.kind === 'ShardingConfig' && result.model.root) {
+      const at = ordinal(pod, result.model.root.targetStatefulSet);
+      const child = at === undefined ? undefined : expandRoot(result.model, settings).find((c) => c.podOrdinals.includes(at));
+      if (child) config.child = child.config.name;
+    }
+    return config;
+  });
+}
+
+/** `ctrlmesh proxy` following `<cluster>/<shard>` of operator `<namespace>/<config>` in the hub's NATS KV. */
+function sidecarOptions(proxy: InjectedProxy, configs: readonly ListedConfig[]): SidecarOptions {
+  return {
+    image: proxy.image,
+    opsPort: PROXY_OPS_PORT,
+    args: (target) => {
+      const config = configs.find((c) => c.name === target.shardingConfig);
+      return [
+        'proxy',
+        ...proxy.nats.map((url) => `--nats=${url}`),
+        `--operator=${target.namespace}/${target.shardingConfig}`,
+        `--shard=${proxy.cluster}/${config?.child ?? target.shardingConfig}`,
+        `--listen=127.0.0.1:${PROXY_API_PORT}`,
+        `--ops-listen=0.0.0.0:${PROXY_OPS_PORT}`,
+        `--store=${KUBECONFIG_DIR}/route-table.json`,
+        `--credentials=${PROXY_CREDENTIALS_DIR}/kubeconfig`,
+      ];
+    },
+  };
 }
 
 /** Answers one pod admission request: the sidecar patch, a denial naming the ShardingConfigs, or nothing. */
@@ -49,19 +104,26 @@ export async function admitPod(request: PodAdmissionRequest, injector: SidecarIn
   const namespace = request.namespace ?? pod.metadata?.namespace ?? 'default';
   const refuse = (message: string): InjectionResponse => ({ uid: request.uid, allowed: false, status: { code: 403, message } });
   if (pod.metadata?.labels?.[ENABLE_PROXY_LABEL] !== 'true') return { uid: request.uid, allowed: true };
-  let configs: SelectingConfig[];
+  let configs: ListedConfig[];
   try {
-    configs = await selectingConfigs(injector.kc, namespace);
+    configs = await listConfigs(injector.kc, namespace, pod.metadata?.name ?? '', injector.proxy.settings);
   } catch (err) {
     injector.logger.error({ err, namespace }, 'cannot list ShardingConfigs for sidecar injection');
     return refuse(`ctrlmesh agent cannot read the ShardingConfigs of namespace ${namespace} to inject the proxy: ${(err as Error).message}; retry`);
   }
-  const decision = injectSidecar(pod, namespace, configs, injector.sidecar);
+  const decision = injectSidecar(pod, namespace, configs, sidecarOptions(injector.proxy, configs));
   if (decision.kind === 'deny') {
     injector.logger.info({ namespace, pod: pod.metadata?.name ?? pod.metadata?.generateName, reason: decision.message }, 'pod refused');
     return refuse(decision.message);
   }
   if (decision.kind === 'untouched') return { uid: request.uid, allowed: true };
+  const selected = configs.find((c) => c.name === decision.shardingConfig);
+  if (selected?.root && selected.child === undefined) {
+    return refuse(
+      `pod ${namespace}/${pod.metadata?.name ?? pod.metadata?.generateName ?? ''} is selected by the auto-sharding root ${decision.shardingConfig}, ` +
+        'which assigns shards to the pods of its targetStatefulSet by ordinal, and this pod is none of them',
+    );
+  }
   injector.logger.info({ namespace, pod: pod.metadata?.name ?? pod.metadata?.generateName, shardingConfig: decision.shardingConfig }, 'proxy sidecar injected');
   return { uid: request.uid, allowed: true, patchType: 'JSONPatch', patch: Buffer.from(JSON.stringify(decision.patch)).toString('base64') };
 }
@@ -99,19 +161,3 @@ export const PROXY_API_PORT = 5443;
 export const PROXY_OPS_PORT = 5441;
 /** Where the proxy finds its credentials for each cluster: a Secret the operator's namespace provides. */
 export const PROXY_CREDENTIALS_DIR = '/etc/ctrlmesh/credentials';
-
-/** The sidecar `ctrlmesh agent --proxy-image` injects: `ctrlmesh proxy` with its state in the shared volume. */
-export function proxySidecar(image: string): SidecarOptions {
-  return {
-    image,
-    opsPort: PROXY_OPS_PORT,
-    args: () => [
-      'proxy',
-      `--listen=127.0.0.1:${PROXY_API_PORT}`,
-      `--ops-listen=0.0.0.0:${PROXY_OPS_PORT}`,
-      `--route-table=${KUBECONFIG_DIR}/route-table.json`,
-      `--store=${KUBECONFIG_DIR}/route-table.stored.json`,
-      `--credentials=${PROXY_CREDENTIALS_DIR}/kubeconfig`,
-    ],
-  };
-}

@@ -1,6 +1,6 @@
 import { AdmissionregistrationV1Api, ApiException, CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ENABLE_PROXY_LABEL, proxySidecar, type AgentHandle } from '../../src/agent/index.js';
+import { ENABLE_PROXY_LABEL, type AgentHandle } from '../../src/agent/index.js';
 import type { HubHandle } from '../../src/hub/index.js';
 import { apply, ensureNamespace, eventually, privateNats, runAgent, runHub } from './control-fixture.js';
 import { cluster, kubeConfigFor, uniqueName } from './helpers/testbed.js';
@@ -43,7 +43,7 @@ describe('sidecar injection by the agent webhook, in a real API server', () => {
     core = kc.makeApiClient(CoreV1Api);
     nats = await privateNats();
     hub = await runHub(nats.nats.url, uniqueName('hub'));
-    agent = await runAgent({ registryName, bed: cluster(0), nats: nats.nats.url, sidecar: proxySidecar(IMAGE) });
+    agent = await runAgent({ registryName, bed: cluster(0), nats: nats.nats.url, sidecar: { image: IMAGE } });
     await ensureNamespace(kc, namespace);
     await apply(kc, shardingConfig('demo', { app: 'demo' }));
     // The agent registers its MutatingWebhookConfiguration once its informers run.
@@ -71,7 +71,8 @@ describe('sidecar injection by the agent webhook, in a real API server', () => {
     const [sidecar, ...otherInit] = created.spec?.initContainers ?? [];
     expect(otherInit).toEqual([]);
     expect(sidecar).toMatchObject({ name: 'ctrlmesh-proxy', image: IMAGE, restartPolicy: 'Always' });
-    expect(sidecar?.args?.[0]).toBe('proxy');
+    // The proxy follows the shard `<cluster>/<config>` of operator `<namespace>/<config>` through the hub's NATS.
+    expect(sidecar?.args?.slice(0, 4)).toEqual(['proxy', `--nats=${nats.nats.url}`, `--operator=${namespace}/demo`, `--shard=${registryName}/demo`]);
     expect(sidecar?.volumeMounts).toEqual([{ name: 'ctrlmesh-kubeconfig', mountPath: '/var/run/ctrlmesh' }]);
     expect(created.spec?.volumes?.find((v) => v.name === 'ctrlmesh-kubeconfig')?.emptyDir).toEqual({});
     const [manager, shipper] = created.spec?.containers ?? [];
@@ -89,6 +90,27 @@ describe('sidecar injection by the agent webhook, in a real API server', () => {
     expect(created.spec?.containers?.[0]?.args).toEqual(['--leader-elect']);
     expect(created.spec?.containers?.[0]?.env).toBeUndefined();
     expect(created.metadata?.annotations?.['ctrlmesh.kusionstack.io/sharding-config']).toBeUndefined();
+  });
+
+  it('gives a pod of an auto-sharding root the shard its StatefulSet ordinal runs, and refuses any other pod', async () => {
+    await apply(kc, {
+      apiVersion: 'ctrlmesh.kusionstack.io/v1alpha1',
+      kind: 'ShardingConfig',
+      metadata: { name: 'sample-root', namespace },
+      spec: {
+        root: { prefix: 'sample', targetStatefulSet: 'sample', auto: { shardingSize: 2, everyShardReplicas: 1 }, resourceSelector: [{ apiGroups: [''], resources: ['configmaps'] }] },
+        controller: { leaderElectionName: 'sample-leader' },
+        selector: { matchLabels: { app: 'sample' } },
+      },
+    });
+    const labels = { app: 'sample', [ENABLE_PROXY_LABEL]: 'true' };
+    const created = await core.createNamespacedPod({ namespace, body: pod('sample-1', labels) });
+    expect(created.spec?.initContainers?.[0]?.args?.slice(2, 4)).toEqual([`--operator=${namespace}/sample-root`, `--shard=${registryName}/sample-2-normal`]);
+    const refusal = await core.createNamespacedPod({ namespace, body: pod('stray', labels) }).then(
+      () => undefined,
+      (err: unknown) => err as ApiException<string>,
+    );
+    expect(String(refusal?.body)).toContain(`is selected by the auto-sharding root sample-root`);
   });
 
   it('refuses a labelled pod that two ShardingConfigs select, naming them', async () => {

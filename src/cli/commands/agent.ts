@@ -1,4 +1,4 @@
-import { AGENT_DEFAULTS, proxySidecar, startAgent, type AgentOptions } from '../../agent/index.js';
+import { AGENT_DEFAULTS, startAgent, type AgentOptions } from '../../agent/index.js';
 import { UsageError } from '../../errors.js';
 import { loadKubeConfig } from '../../kube/index.js';
 import { HASH_ALGORITHMS, type HashAlgorithm } from '../../sharding/index.js';
@@ -73,7 +73,7 @@ export const agentCommand: Command = {
       listen: listen ? parseListen('listen', listen) : AGENT_DEFAULTS.listen,
       ...(advertised ? { advertisedServer: advertised } : {}),
       ...(webhook ? { webhook } : {}),
-      ...(proxyImage ? { sidecar: proxySidecar(proxyImage) } : {}),
+      ...(proxyImage ? { sidecar: { image: proxyImage } } : {}),
     };
     const agent = await startAgent(options, { logger: ctx.logger });
     ctx.stdout.write(`agent of cluster ${options.cluster} serving ${agent.url}\n`);
