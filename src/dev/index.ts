@@ -21,3 +21,4 @@ export { findTool, provisionTools, resolveTool, toolCacheDir, type ResolvedTool,
 export { parseMetricsText, sumBy, type Sample } from './metrics-text.js';
 export { prometheusConfig, startPrometheus, type PrometheusHandle, type PrometheusOptions, type ScrapeTarget } from './prometheus.js';
 export { dashboardQueries, executableQuery, metricFamilies, type DashboardQuery } from './dashboard-queries.js';
+export { DEMO_NAMESPACE, DEMO_OPERATOR, startDemoMesh, type DemoMesh, type DemoMeshOptions, type DemoShard } from './demo-mesh.js';

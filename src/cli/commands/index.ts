@@ -1,6 +1,7 @@
 import type { Command } from '../command.js';
 import { agentCommand } from './agent.js';
 import { crdsCommand } from './crds.js';
+import { demoCommand } from './demo.js';
 import { devCommand } from './dev.js';
 import { hashCommand } from './hash.js';
 import { hubCommand } from './hub.js';
@@ -20,4 +21,5 @@ export const commands: Command[] = [
   hubCommand,
   agentCommand,
   statusCommand,
+  demoCommand,
 ];
