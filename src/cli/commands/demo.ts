@@ -1,8 +1,9 @@
-import { rm, mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DEMO_NAMESPACE, DEMO_OPERATOR, parseMetricsText, startDemoMesh } from '../../dev/index.js';
 import type { HubStatus } from '../../hub/index.js';
+import { FileError } from '../../errors.js';
 import { intValue, stringValue, type Command } from '../command.js';
 import { renderDemoView, type ProxyScrape } from './demo-view.js';
 
@@ -41,6 +42,19 @@ spec:
           - { apiGroups: [''], resources: [configmaps], verbs: [update, patch], namespaces: ['*'] }
 `;
 
+/** Marks a directory as the demo's, so a later run may empty it and never empties anything else. */
+const MARKER = '.ctrlmesh-demo';
+
+async function emptyDemoDir(dir: string): Promise<void> {
+  const entries: string[] = await readdir(dir).catch(() => []);
+  if (entries.length > 0 && !entries.includes(MARKER)) {
+    throw new FileError(dir, 'is not empty and not a directory of an earlier demo; give --dir an empty or new directory');
+  }
+  await rm(dir, { recursive: true, force: true });
+  await mkdir(dir, { recursive: true });
+  await writeFile(join(dir, MARKER), 'state and logs of `ctrlmesh demo`; emptied by the next run\n');
+}
+
 async function scrape(shard: string, opsUrl: string): Promise<ProxyScrape> {
   const at = Date.now();
   try {
@@ -72,7 +86,7 @@ export const demoCommand: Command = {
   ].join('\n'),
   options: {
     shards: { type: 'string', valueName: 'N', description: 'shards of the sample operator (default 3)' },
-    dir: { type: 'string', valueName: 'DIR', description: 'state and logs (default .ctrlmesh/demo; emptied at start)' },
+    dir: { type: 'string', valueName: 'DIR', description: 'state and logs (default .ctrlmesh/demo; a demo directory is emptied at start)' },
     'refresh-ms': { type: 'string', valueName: 'MS', description: 'view refresh interval (default 1000)' },
   },
   run: async (ctx) => {
@@ -80,8 +94,7 @@ export const demoCommand: Command = {
     const refreshMs = intValue(ctx, 'refresh-ms', 1000, { min: 100, max: 60_000 });
     const dir = resolve(stringValue(ctx, 'dir') ?? join('.ctrlmesh', 'demo'));
     const workloadNamespaces = 8;
-    await rm(dir, { recursive: true, force: true });
-    await mkdir(dir, { recursive: true });
+    await emptyDemoDir(dir);
     const rules = join(dir, 'rules.yaml');
     await writeFile(rules, DEMO_RULES);
     const started = Date.now();
