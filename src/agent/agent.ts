@@ -17,6 +17,7 @@ import {
   publishMessage,
   receiveMessage,
   watchKv,
+  type ClusterReport,
   type NatsLink,
   type RouteTable,
   type Watch,
@@ -43,6 +44,12 @@ export interface AgentOptions {
   /** API server URL the proxies should use, when it differs from the kubeconfig's. */
   advertisedServer?: string;
   heartbeatMs: number;
+  /**
+   * How often the latest report is sent again although nothing changed. Reports are fire-and-forget, so one sent
+   * while no hub leads (a lease hand-over) or while JetStream is still recovering (a NATS restart) is lost; the
+   * repeat delivers it. The hub ignores a repeat that matches what it stored.
+   */
+  reportRepeatMs: number;
   debounceMs: number;
   skipNamespaces: readonly string[];
   labelQps: number;
@@ -57,6 +64,7 @@ export interface AgentOptions {
 
 export const AGENT_DEFAULTS = {
   heartbeatMs: 2_000,
+  reportRepeatMs: 30_000,
   debounceMs: 200,
   skipNamespaces: DEFAULT_SKIPPED_NAMESPACES,
   labelQps: 50,
@@ -147,6 +155,8 @@ class AgentLoop {
   private readonly routes = new Map<string, RouteTable>();
   private routesWatch: Watch | undefined;
   private heartbeat: NodeJS.Timeout | undefined;
+  private repeat: NodeJS.Timeout | undefined;
+  private lastReport: ClusterReport | undefined;
   private debounce: NodeJS.Timeout | undefined;
   private relatedKey = '';
   private unlisten: (() => void) | undefined;
@@ -193,6 +203,7 @@ class AgentLoop {
       },
     });
     this.heartbeat = setInterval(() => this.sendHeartbeat(), this.c.options.heartbeatMs);
+    this.repeat = setInterval(() => this.repeatReport(), this.c.options.reportRepeatMs);
     this.sendHeartbeat();
   }
 
@@ -205,6 +216,7 @@ class AgentLoop {
 
   async stop(): Promise<void> {
     clearInterval(this.heartbeat);
+    clearInterval(this.repeat);
     clearTimeout(this.debounce);
     this.unlisten?.();
     this.routesWatch?.stop();
@@ -296,6 +308,15 @@ class AgentLoop {
       related,
       now: new Date(),
     });
+    this.lastReport = report;
+    this.publishReport(report);
+  }
+
+  private repeatReport(): void {
+    if (this.lastReport && this.c.link.state() === 'connected') this.publishReport(this.lastReport);
+  }
+
+  private publishReport(report: ClusterReport): void {
     publishMessage(this.c.link, Subjects.report(this.c.options.cluster), Messages.clusterReport, report);
     this.c.metrics.reportsSent.inc();
   }
