@@ -7,21 +7,18 @@ import { clusterEndpoint } from '../kube/index.js';
 import { createAgentMetrics, createRegistry, registerOpsRoutes, type AgentMetrics } from '../metrics/index.js';
 import { createHashSettings, type HashSettings, type HashSettingsInput } from '../sharding/index.js';
 import {
-  Buckets,
   MESSAGE_SCHEMA_VERSION,
   Messages,
-  RouteTableKind,
   Subjects,
   connectNats,
-  openBucket,
   publishMessage,
-  receiveMessage,
-  watchKv,
+  watchRouteTables,
   type ClusterReport,
   type NatsLink,
   type RouteTable,
   type Watch,
 } from '../transport/index.js';
+import { DebouncedRunner } from '../runtime/index.js';
 import { ClusterWatch } from './cluster-watch.js';
 import { installCrds } from './crds.js';
 import { Labeller, labelWork } from './labeller.js';
@@ -157,13 +154,12 @@ class AgentLoop {
   private heartbeat: NodeJS.Timeout | undefined;
   private repeat: NodeJS.Timeout | undefined;
   private lastReport: ClusterReport | undefined;
-  private debounce: NodeJS.Timeout | undefined;
+  private readonly syncer: DebouncedRunner;
   private relatedKey = '';
   private unlisten: (() => void) | undefined;
-  private busy: Promise<void> | undefined;
-  private again = false;
 
   constructor(private readonly c: LoopContext) {
+    this.syncer = new DebouncedRunner({ delayMs: c.options.debounceMs, task: () => this.sync() });
     const { kc } = c.options;
     this.custom = kc.makeApiClient(CustomObjectsApi);
     this.labeller = new Labeller({ kc, logger: c.logger, metrics: c.metrics, qps: c.options.labelQps });
@@ -189,15 +185,11 @@ class AgentLoop {
         .then(() => this.schedule())
         .catch((err: unknown) => logger.error({ err }, 'registration after reconnecting failed'));
     });
-    this.routesWatch = watchKv({
+    this.routesWatch = watchRouteTables({
       link,
-      open: () => openBucket(link.js, Buckets.routes),
       key: '>',
       logger,
-      onEntry: (entry) => {
-        if (entry.operation !== 'PUT') return;
-        const table = receiveMessage(RouteTableKind, entry.value, { logger, source: `${Buckets.routes}/${entry.key}` });
-        if (!table) return;
+      onTable: (table) => {
         this.routes.set(`${table.operator}\u0000${table.shard}`, table);
         this.schedule();
       },
@@ -217,10 +209,9 @@ class AgentLoop {
   async stop(): Promise<void> {
     clearInterval(this.heartbeat);
     clearInterval(this.repeat);
-    clearTimeout(this.debounce);
     this.unlisten?.();
     this.routesWatch?.stop();
-    await this.busy;
+    await this.syncer.stop();
     await this.watch.stop();
   }
 
@@ -235,33 +226,19 @@ class AgentLoop {
   }
 
   private schedule(): void {
-    if (this.c.signal.aborted) return;
-    clearTimeout(this.debounce);
-    this.debounce = setTimeout(() => void this.sync(), this.c.options.debounceMs);
+    if (!this.c.signal.aborted) this.syncer.schedule();
   }
 
   /** One pass over the informers' caches: report, related resources, statuses, labels. */
   private async sync(): Promise<void> {
-    if (this.busy) {
-      this.again = true;
-      return;
-    }
-    this.busy = (async () => {
-      try {
-        const configs = this.validConfigs();
-        await this.updateRelated(configs);
-        this.sendReport();
-        await this.writeStatuses();
-        this.label();
-      } catch (err) {
-        this.c.logger.warn({ err: (err as Error).message }, 'sync failed; retrying on the next change');
-      }
-    })();
-    await this.busy;
-    this.busy = undefined;
-    if (this.again) {
-      this.again = false;
-      this.schedule();
+    try {
+      const configs = this.validConfigs();
+      await this.updateRelated(configs);
+      this.sendReport();
+      await this.writeStatuses();
+      this.label();
+    } catch (err) {
+      this.c.logger.warn({ err: (err as Error).message }, 'sync failed; retrying on the next change');
     }
   }
 
