@@ -27,7 +27,7 @@ import { registerCluster } from './register.js';
 import { relatedResources } from './related.js';
 import { buildReport } from './report.js';
 import { shardingConfigStatus, statusChanged } from './sharding-status.js';
-import { registerWebhook, startWebhookServer, WEBHOOK_PATH, type WebhookTls } from './webhook.js';
+import { registerWebhook, removeWebhook, startWebhookServer, WEBHOOK_PATH, type WebhookTls } from './webhook.js';
 import { mintWebhookTls } from './webhook-tls.js';
 
 export interface AgentOptions {
@@ -125,7 +125,13 @@ export async function startAgent(options: AgentOptions, deps: { logger: Logger; 
     ...(webhookUrl ? { webhookUrl } : {}),
     async stop() {
       abort.abort();
+      // After the loop, so no sync can register the webhook again; a failure must not keep the agent from exiting.
       await loop.stop();
+      if (webhook) {
+        await removeWebhook({ kc: options.kc, cluster: options.cluster }).catch((err: unknown) =>
+          logger.warn({ err: (err as Error).message }, 'could not remove the MutatingWebhookConfiguration; it stays, ignoring failures'),
+        );
+      }
       await ops.close();
       await webhookServer?.app.close();
       await link.close();
