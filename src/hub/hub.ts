@@ -122,11 +122,11 @@ class HubCore {
       watchKv({
         link,
         open: async () => buckets.state,
-        key: [Keys.reportAll, Keys.handoverAll],
+        key: [Keys.reportAll, Keys.handoverAll, Keys.ackAll],
         logger: this.logger,
         onEntry: (e) => {
-          fleet.applyStateEntry(e);
-          if (e.key.startsWith('report.')) onChange();
+          const acked = fleet.applyStateEntry(e);
+          if (e.key.startsWith('report.') || (acked !== undefined && fleet.handovers.get(acked)?.record.pending.length)) onChange();
         },
         onCurrent: () => this.markLoaded('state'),
       }),
@@ -154,9 +154,15 @@ class HubCore {
         link,
         logger: this.logger,
         onAck: (ack) => {
-          if (fleet.recordAck(ack.operator, ack.shard, ack.version) && fleet.handovers.get(ack.operator)?.record.pending.length) {
-            this.schedule();
+          if (!fleet.recordAck(ack.operator, ack.shard, ack.version)) return;
+          // Stored so that hubs started later (all restarted, or a new leader) complete handovers on it too,
+          // rather than waiting for the proxies' lease to run out.
+          if (this.isLeader()) {
+            this.c.buckets.state
+              .put(Keys.ack(ack.operator, ack.shard), encodeMessage(Messages.ack, ack))
+              .catch((err: unknown) => this.logger.warn({ err, operator: ack.operator, shard: ack.shard }, 'could not store an acknowledgement'));
           }
+          if (fleet.handovers.get(ack.operator)?.record.pending.length) this.schedule();
         },
       }),
     );
