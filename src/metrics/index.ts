@@ -1,2 +1,3 @@
 export { createRegistry } from './registry.js';
 export { registerOpsRoutes, type OpsRoutesOptions, type Readiness } from './ops-routes.js';
+export { BREAKER_STATE_VALUE, createProxyMetrics, type ProxyMetrics } from './proxy.js';

@@ -1,0 +1,29 @@
+import { readFile } from 'node:fs/promises';
+import { Value } from '@sinclair/typebox/value';
+import { FileError } from '../errors.js';
+import { RouteTableSchema, type RouteTable } from '../transport/index.js';
+
+/** Parses and validates a route table; the error names the file and every field at fault. */
+export function parseRouteTable(text: string, origin: string): RouteTable {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    throw new FileError(origin, `not JSON (${(err as Error).message}); a route table is the JSON object the hub publishes`, { cause: err });
+  }
+  if (!Value.Check(RouteTableSchema, value)) {
+    const problems = [...Value.Errors(RouteTableSchema, value)].slice(0, 5).map((e) => `${e.path || '/'}: ${e.message}`);
+    throw new FileError(origin, `not a valid route table: ${problems.join('; ')}`);
+  }
+  return value;
+}
+
+export async function readRouteTable(path: string): Promise<RouteTable> {
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch (err) {
+    throw new FileError(path, `cannot read the route table (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`, { cause: err });
+  }
+  return parseRouteTable(text, path);
+}
