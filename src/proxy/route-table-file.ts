@@ -18,6 +18,7 @@ export function parseRouteTable(text: string, origin: string): RouteTable {
   return value;
 }
 
+/** Reads a route table file, or the proxy's stored state (`{ table, contactAt }`), which wraps one. */
 export async function readRouteTable(path: string): Promise<RouteTable> {
   let text: string;
   try {
@@ -25,5 +26,6 @@ export async function readRouteTable(path: string): Promise<RouteTable> {
   } catch (err) {
     throw new FileError(path, `cannot read the route table (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`, { cause: err });
   }
-  return parseRouteTable(text, path);
+  const wrapped = /^\s*\{\s*"table"\s*:/.test(text);
+  return parseRouteTable(wrapped ? JSON.stringify((JSON.parse(text) as { table: unknown }).table) : text, path);
 }
