@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Installs what a new machine lacks: Debian packages, the npm dependencies, and the test servers'
-# binaries (built once from Go modules into the cache outside the repository, then reused).
+# Installs what a new machine lacks: Debian packages, the npm dependencies, and the test servers' binaries
+# (built once from pinned Go modules into ${XDG_CACHE_HOME:-~/.cache}/ctrlmesh/bin, then reused).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need_apt=()
-command -v openssl >/dev/null || need_apt+=(openssl)
+# setpriv starts each test server with a parent-death signal, so no server outlives a killed test run.
+command -v setpriv >/dev/null || need_apt+=(util-linux)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing Debian packages: ${need_apt[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -20,3 +21,7 @@ fi
 
 echo "setup: npm ci"
 npm ci --no-audit --no-fund
+
+# Built here, up front, so a first run shows the (minutes long) build progress before the tests start.
+echo "setup: test servers (ctrlmesh dev tools)"
+node dist/src/cli/main.js dev tools

@@ -9,6 +9,10 @@ export const ErrorCodes = {
   FILE: 'CM_FILE',
   /** A manifest does not satisfy its schema; the message names every field at fault. */
   INVALID_MANIFEST: 'CM_INVALID_MANIFEST',
+  /** A label selector (query-string form) cannot be parsed; the message shows where. */
+  INVALID_SELECTOR: 'CM_INVALID_SELECTOR',
+  /** A configuration object (hash settings, planner input) is out of range; the message names the field. */
+  INVALID_CONFIG: 'CM_INVALID_CONFIG',
   /** A tool (kube-apiserver, etcd, nats-server, helm) cannot be found or built. */
   TOOL: 'CM_TOOL',
   /** A server of the local test bed did not start or did not become ready. */

@@ -1,4 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
+import { childPath, type FieldProblem } from './field-problem.js';
+import { labelKeyProblem, labelValueProblem } from './label-syntax.js';
 
 /** A Kubernetes LabelSelectorRequirement (metav1). */
 export const LabelSelectorRequirementSchema = Type.Object(
@@ -31,3 +33,35 @@ export const ResourceGroupSchema = Type.Object(
   { additionalProperties: false },
 );
 export type ResourceGroup = Static<typeof ResourceGroupSchema>;
+
+/**
+ * What the API server would refuse in a selector beyond its shape: key and value syntax, and values that must be
+ * present (In, NotIn) or absent (Exists, DoesNotExist).
+ */
+export function labelSelectorProblems(selector: LabelSelector, path: string): FieldProblem[] {
+  const problems: FieldProblem[] = [];
+  for (const [key, value] of Object.entries(selector.matchLabels ?? {})) {
+    const at = childPath(childPath(path, 'matchLabels'), key);
+    const keyProblem = labelKeyProblem(key);
+    if (keyProblem) problems.push({ path: at, reason: keyProblem });
+    const valueProblem = labelValueProblem(value);
+    if (valueProblem) problems.push({ path: at, reason: valueProblem });
+  }
+  (selector.matchExpressions ?? []).forEach((req, i) => {
+    const at = childPath(childPath(path, 'matchExpressions'), i);
+    const keyProblem = labelKeyProblem(req.key);
+    if (keyProblem) problems.push({ path: childPath(at, 'key'), reason: keyProblem });
+    const values = req.values ?? [];
+    if ((req.operator === 'In' || req.operator === 'NotIn') && values.length === 0) {
+      problems.push({ path: childPath(at, 'values'), reason: `operator ${req.operator} needs at least one value` });
+    }
+    if ((req.operator === 'Exists' || req.operator === 'DoesNotExist') && values.length > 0) {
+      problems.push({ path: childPath(at, 'values'), reason: `operator ${req.operator} takes no values; remove them` });
+    }
+    values.forEach((v, j) => {
+      const valueProblem = labelValueProblem(v);
+      if (valueProblem) problems.push({ path: childPath(childPath(at, 'values'), j), reason: valueProblem });
+    });
+  });
+  return problems;
+}

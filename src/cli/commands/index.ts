@@ -1,6 +1,11 @@
 import type { Command } from '../command.js';
+import { crdsCommand } from './crds.js';
+import { devCommand } from './dev.js';
+import { hashCommand } from './hash.js';
 import { kubeconfigCommand } from './kubeconfig.js';
+import { planCommand } from './plan.js';
+import { validateCommand } from './validate.js';
 import { versionCommand } from './version.js';
 
 /** Every subcommand of `ctrlmesh`, in the order --help lists them. */
-export const commands: Command[] = [versionCommand, kubeconfigCommand];
+export const commands: Command[] = [versionCommand, hashCommand, validateCommand, planCommand, crdsCommand, devCommand, kubeconfigCommand];

@@ -1,0 +1,21 @@
+export { startApiServer, type ApiServerHandle, type ApiServerOptions } from './api-server.js';
+export { createCertificateAuthority, generateKeyPairPem, issueCertificate, type CertificateAuthority, type IssuedCertificate, type IssueOptions } from './certs.js';
+export { stopLeftovers } from './leftovers.js';
+export { ToolError, TestbedError } from './errors.js';
+export { startEtcd, type EtcdHandle, type EtcdOptions } from './etcd.js';
+export { freePort } from './free-port.js';
+export { kubeconfigText, writeKubeconfig, type KubeconfigEntry } from './kubeconfig.js';
+export { startNats, type NatsHandle, type NatsOptions } from './nats.js';
+export { livePidRecords, type PidRecord } from './pid-file.js';
+export type { ServerControl } from './server-process.js';
+export {
+  clusterNames,
+  startTestbed,
+  TESTBED_INFO_FILE,
+  type ClusterInfo,
+  type Testbed,
+  type TestbedInfo,
+  type TestbedOptions,
+} from './testbed.js';
+export { TOOL_NAMES, TOOL_SPECS, type ToolName } from './tool-specs.js';
+export { findTool, provisionTools, resolveTool, toolCacheDir, type ResolvedTool, type ToolOptions } from './tools.js';

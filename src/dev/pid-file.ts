@@ -1,0 +1,42 @@
+import { readFile, readlink, readdir, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { isAlive } from './process-alive.js';
+
+/** What a server's pid file records: enough for `ctrlmesh dev down` to kill it safely after its parent died. */
+export interface PidRecord {
+  pid: number;
+  /** The server's executable, compared with /proc/<pid>/exe so a reused pid is never killed. */
+  binary: string;
+  name: string;
+}
+
+export const PID_FILE = 'pid.json';
+
+export async function writePidFile(dir: string, record: PidRecord): Promise<void> {
+  await writeFile(join(dir, PID_FILE), `${JSON.stringify(record)}\n`);
+}
+
+export async function removePidFile(dir: string): Promise<void> {
+  await rm(join(dir, PID_FILE), { force: true });
+}
+
+/** The servers recorded in `<bedDir>/<server>/pid.json` that still run the recorded binary. */
+export async function livePidRecords(bedDir: string): Promise<PidRecord[]> {
+  const entries = await readdir(bedDir, { withFileTypes: true }).catch(() => []);
+  const live: PidRecord[] = [];
+  for (const entry of entries) {
+    if (!entry.isDirectory()) continue;
+    const text = await readFile(join(bedDir, entry.name, PID_FILE), 'utf8').catch(() => undefined);
+    if (text === undefined) continue;
+    const record = JSON.parse(text) as PidRecord;
+    if (await stillRunning(record)) live.push(record);
+  }
+  return live;
+}
+
+/** Whether the recorded process still runs its binary (a zombie or a reused pid does not). */
+export async function stillRunning(record: PidRecord): Promise<boolean> {
+  if (!isAlive(record.pid)) return false;
+  const exe = await readlink(`/proc/${record.pid}/exe`).catch(() => undefined);
+  return exe === record.binary;
+}

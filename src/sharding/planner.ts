@@ -1,0 +1,87 @@
+import { Fleet, sortedUnique } from './fleet.js';
+import { InvalidConfigError } from './hash.js';
+import { OperatorPlan } from './operator-plan.js';
+import type { Assignment, ClusterHealth, Move, PlanInput, PlanResult, ShardInput } from './plan-format.js';
+
+/** One change the planner can apply without planning from scratch. */
+export type PlanChange =
+  | { type: 'objects'; cluster: string; namespace: string; objects: number }
+  | { type: 'health'; cluster: string; health: ClusterHealth }
+  | { type: 'addShard'; operator: string; shard: ShardInput }
+  | { type: 'removeShard'; operator: string; shard: string };
+
+/**
+ * The cross-cluster planner. Construction plans every operator from the input and the previous assignment;
+ * {@link Planner.apply} then takes one change at a time and re-balances only the group of units it touches.
+ * Pure: no I/O, no clock, no randomness; inputs are sorted by name first, so their order never matters.
+ */
+export class Planner {
+  private readonly fleet: Fleet;
+  private readonly operators: OperatorPlan[];
+  private readonly vanished: Move[] = [];
+
+  constructor(input: PlanInput, previous?: Assignment) {
+    this.fleet = new Fleet(input);
+    this.operators = sortedUnique(input.operators, 'operator').map((op) => new OperatorPlan(this.fleet, op, previous?.operators[op.name]));
+    const known = new Set(this.operators.map((o) => o.name));
+    // An operator that disappeared gives back everything it owned.
+    for (const name of Object.keys(previous?.operators ?? {}).sort()) {
+      if (known.has(name)) continue;
+      for (const [shard, clusters] of Object.entries(previous?.operators[name] ?? {})) {
+        for (const [cluster, buckets] of Object.entries(clusters)) {
+          for (const bucket of buckets) this.vanished.push({ operator: name, cluster, bucket, from: shard, to: null, weight: 0 });
+        }
+      }
+    }
+  }
+
+  private operator(name: string): OperatorPlan {
+    const op = this.operators.find((o) => o.name === name);
+    if (!op) throw new InvalidConfigError(`operator ${name} is not in the plan`);
+    return op;
+  }
+
+  /** Applies one change and returns the moves it causes (none while the balance bound still holds). */
+  apply(change: PlanChange): Move[] {
+    switch (change.type) {
+      case 'objects': {
+        const u = this.fleet.setObjects(change.cluster, change.namespace, change.objects);
+        return u < 0 ? [] : this.operators.flatMap((op) => op.weightChanged(u));
+      }
+      case 'health': {
+        const ci = this.fleet.setHealth(change.cluster, change.health);
+        // Health alone moves nothing unless moving units of Offline clusters is configured: no churn on flapping.
+        return ci < 0 || !this.fleet.moveOffline ? [] : this.operators.flatMap((op) => op.healthChanged(ci));
+      }
+      case 'addShard': {
+        const op = this.operator(change.operator);
+        return op.shardsChanged([...op.shardList, change.shard], change.shard.homeCluster);
+      }
+      case 'removeShard': {
+        const op = this.operator(change.operator);
+        const removed = op.shardList.find((s) => s.name === change.shard);
+        if (!removed) throw new InvalidConfigError(`operator ${change.operator} has no shard ${change.shard}`);
+        return op.shardsChanged(op.shardList.filter((s) => s !== removed), removed.homeCluster);
+      }
+    }
+  }
+
+  /** The current assignment, with the moves from the previous assignment given at construction. */
+  result(): PlanResult {
+    const result: PlanResult = { assignment: { operators: {} }, moves: [], unassigned: [], stats: {} };
+    for (const op of this.operators) {
+      const snap = op.snapshot();
+      result.assignment.operators[op.name] = snap.shards;
+      result.moves.push(...snap.moves);
+      result.unassigned.push(...snap.unassigned);
+      result.stats[op.name] = snap.stats;
+    }
+    result.moves.push(...this.vanished);
+    return result;
+  }
+}
+
+/** Plans from the input and the previous assignment in one call. */
+export function plan(input: PlanInput, previous?: Assignment): PlanResult {
+  return new Planner(input, previous).result();
+}

@@ -1,0 +1,30 @@
+import { execFile } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import type { TestProject } from 'vitest/node';
+import { startTestbed } from '../../src/dev/index.js';
+import './helpers/testbed.js';
+
+const say = (message: string): void => {
+  process.stderr.write(`testbed: ${message}\n`);
+};
+
+/**
+ * Starts ONE bed (2 clusters + NATS) for every integration file and hands its connection details over with
+ * provide/inject. Also builds dist/, since some tests run the CLI as a child process, as a user would.
+ */
+export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  const started = Date.now();
+  await promisify(execFile)(process.execPath, [join('node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json']);
+  say(`dist/ built in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  const dir = await mkdtemp(join(tmpdir(), 'ctrlmesh-testbed-'));
+  const bed = await startTestbed({ clusters: 2, dir, onProgress: say });
+  say(`ready in ${((Date.now() - started) / 1000).toFixed(1)} s; server logs in ${dir}`);
+  project.provide('testbed', bed.info);
+  return async () => {
+    await bed.down();
+    await rm(dir, { recursive: true, force: true });
+  };
+}

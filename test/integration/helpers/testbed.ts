@@ -1,0 +1,34 @@
+import { KubeConfig } from '@kubernetes/client-node';
+import { inject } from 'vitest';
+import type { ClusterInfo, TestbedInfo } from '../../../src/dev/index.js';
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    /** The shared test bed started by test/integration/global-setup.ts. */
+    testbed: TestbedInfo;
+  }
+}
+
+/** The shared bed's connection details. */
+export function testbed(): TestbedInfo {
+  return inject('testbed');
+}
+
+/** One of the shared bed's clusters, by position (0 = cluster-a). */
+export function cluster(index: number): ClusterInfo {
+  const found = testbed().clusters[index];
+  if (!found) throw new Error(`the shared test bed has no cluster #${index}`);
+  return found;
+}
+
+/** An admin KubeConfig for a cluster, read from the kubeconfig file the bed wrote (as a user's tools would). */
+export function kubeConfigFor(info: Pick<ClusterInfo, 'kubeconfigPath'>): KubeConfig {
+  const kc = new KubeConfig();
+  kc.loadFromFile(info.kubeconfigPath);
+  return kc;
+}
+
+/** A name unique to this run, so tests never collide with leftovers of another file or run. */
+export function uniqueName(prefix: string): string {
+  return `${prefix}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 6)}`;
+}

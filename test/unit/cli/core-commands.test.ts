@@ -1,0 +1,123 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import { loadAllYaml } from '@kubernetes/client-node';
+import { describe, expect, it, vi } from 'vitest';
+import { run } from '../../../src/cli/run.js';
+
+// version.ts finds package.json relative to dist/; these tests run from the sources and do not need it.
+vi.mock('../../../src/cli/commands/version.js', () => ({
+  versionCommand: { name: 'version', summary: 'Print the version of ctrlmesh.', usage: '', options: {}, run: async () => 0 },
+}));
+
+class Capture extends Writable {
+  text = '';
+  override _write(chunk: Buffer, _enc: BufferEncoding, done: () => void): void {
+    this.text += chunk.toString();
+    done();
+  }
+}
+
+async function ctrlmesh(...argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  const stdout = new Capture();
+  const stderr = new Capture();
+  const code = await run([...argv, '--log-level', 'silent'], { stdout, stderr, env: {}, signal: new AbortController().signal });
+  return { code, stdout: stdout.text, stderr: stderr.text };
+}
+
+const dir = mkdtempSync(join(tmpdir(), 'ctrlmesh-cli-'));
+const examples = new URL('../api/examples/', import.meta.url).pathname;
+
+describe('ctrlmesh hash', () => {
+  it('prints NAMESPACE<TAB>BUCKET with the KusionStack vectors', async () => {
+    const r = await ctrlmesh('hash', '--algorithm', 'kusionstack', 'default', 'ns-a', 'kube-system');
+    expect(r).toEqual({ code: 0, stdout: 'default\t5\nns-a\t15\nkube-system\t25\n', stderr: '' });
+  });
+  it('refuses a bad flag with one line and exit 2', async () => {
+    const r = await ctrlmesh('hash', '--buckets', '0', 'x');
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe('ctrlmesh: --buckets must be a whole number from 1 to 65536, not "0"\n');
+  });
+});
+
+describe('ctrlmesh validate', () => {
+  it('exits 0 for the reference examples', async () => {
+    const r = await ctrlmesh('validate', '-f', join(examples, 'sharding-config-auto.yaml'), '-f', join(examples, 'circuit-breaker.yaml'));
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain('ShardingConfig/demo-root: valid');
+  });
+  it('prints every error as FILE: Kind/name: field.path: reason and exits 1', async () => {
+    const file = join(dir, 'bad.yaml');
+    writeFileSync(
+      file,
+      [
+        'apiVersion: ctrlmesh.kusionstack.io/v1alpha1',
+        'kind: ShardingConfig',
+        'metadata: {name: bad, namespace: x}',
+        'spec:',
+        '  webhook: {certDir: /tmp, port: "http"}',
+        '  limits:',
+        '  - selector: {matchExpressions: [{key: a, operator: In, values: [b]}, {key: a, operator: Maybe}]}',
+        '---',
+        'apiVersion: v1',
+        'kind: ConfigMap',
+        'metadata: {name: other}',
+        '',
+      ].join('\n'),
+    );
+    const r = await ctrlmesh('validate', '-f', file);
+    expect(r.code).toBe(1);
+    expect(r.stdout.trim().split('\n')).toEqual([
+      `${file}: ShardingConfig/bad: spec.webhook.port: must be an integer, not string "http"`,
+      `${file}: ShardingConfig/bad: spec.limits[0].selector.matchExpressions[1].operator: must be one of In, NotIn, Exists, DoesNotExist, not string "Maybe"`,
+    ]);
+  });
+  it('turns a missing file into a FileError, exit 2', async () => {
+    const r = await ctrlmesh('validate', '-f', join(dir, 'missing.yaml'));
+    expect(r).toEqual({ code: 2, stdout: '', stderr: `ctrlmesh: ${join(dir, 'missing.yaml')}: cannot read it: no such file\n` });
+  });
+});
+
+describe('ctrlmesh plan', () => {
+  it('prints the assignment and the moves, and takes its own assignment as --previous', async () => {
+    const input = join(dir, 'input.json');
+    writeFileSync(
+      input,
+      JSON.stringify({
+        hash: { bucketCount: 4 },
+        clusters: [{ name: 'a' }, { name: 'b' }],
+        weights: [{ cluster: 'a', namespace: 'ns-1', objects: 10 }],
+        operators: [{ name: 'ops/root', multicluster: true, shards: [{ name: 's1', homeCluster: 'a' }, { name: 's2', homeCluster: 'b' }] }],
+      }),
+    );
+    const first = await ctrlmesh('plan', '-f', input);
+    expect(first.code).toBe(0);
+    const out = JSON.parse(first.stdout) as { assignment: unknown; moves: unknown[] };
+    expect(out.moves).toHaveLength(8);
+    const previous = join(dir, 'previous.json');
+    writeFileSync(previous, JSON.stringify(out.assignment));
+    const again = JSON.parse((await ctrlmesh('plan', '-f', input, '--previous', previous)).stdout) as { moves: unknown[] };
+    expect(again.moves).toEqual([]);
+  });
+  it('names every problem of a bad input file', async () => {
+    const input = join(dir, 'bad-input.json');
+    writeFileSync(input, JSON.stringify({ clusters: [{ name: 'a', health: 'Sick' }], weights: [], operators: [{ shards: [] }] }));
+    const r = await ctrlmesh('plan', '-f', input);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('clusters[0].health: must be one of Ready, Unknown, Offline, not string "Sick"');
+    expect(r.stderr).toContain('operators[0].name: is required');
+  });
+});
+
+describe('ctrlmesh crds', () => {
+  it('prints three CRDs as YAML', async () => {
+    const r = await ctrlmesh('crds');
+    expect(r.code).toBe(0);
+    expect(loadAllYaml(r.stdout).map((d) => (d as { metadata: { name: string } }).metadata.name)).toEqual([
+      'shardingconfigs.ctrlmesh.kusionstack.io',
+      'circuitbreakers.ctrlmesh.kusionstack.io',
+      'faultinjections.ctrlmesh.kusionstack.io',
+    ]);
+  });
+});
