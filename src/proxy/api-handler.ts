@@ -37,15 +37,16 @@ export interface ApiHandlerOptions {
 }
 
 /** The proxy's one route: resolve the cluster, enforce the shard, forward through the cluster's breaker. */
-export function createApiHandler(options: ApiHandlerOptions): (request: FastifyRequest, reply: FastifyReply) => Promise<void> {
+export function createApiHandler(options: ApiHandlerOptions): (request: FastifyRequest, reply: FastifyReply) => Promise<FastifyReply> {
   const { controller, logger, breakerRetryAfterSeconds, guard } = options;
 
+  // Every path returns `reply`: a response sent later from a callback (watch streams, renamed locks) must not be
+  // pre-empted by fastify answering an async handler that resolved with nothing.
   return async function handle(request, reply) {
     const started = performance.now();
     const state = controller.current;
     if (state === undefined) {
-      sendStatus(reply, statusBody(503, 'ServiceUnavailable', 'the proxy has no route table yet; retry shortly'), 1);
-      return;
+      return sendStatus(reply, statusBody(503, 'ServiceUnavailable', 'the proxy has no route table yet; retry shortly'), 1);
     }
     const rawUrl = request.raw.url ?? '/';
     const q = rawUrl.indexOf('?');
@@ -53,8 +54,7 @@ export function createApiHandler(options: ApiHandlerOptions): (request: FastifyR
     const clusterName = split.cluster ?? state.table.homeCluster;
     const entry = state.clusters.get(clusterName);
     if (entry === undefined) {
-      sendStatus(reply, statusBody(404, 'NotFound', `cluster "${clusterName}" is not in the route table of shard "${state.table.shard}"`));
-      return;
+      return sendStatus(reply, statusBody(404, 'NotFound', `cluster "${clusterName}" is not in the route table of shard "${state.table.shard}"`));
     }
     const query = new URLSearchParams(q < 0 ? '' : rawUrl.slice(q + 1));
     const info = parseRequestInfo(request.method, split.path, query);
@@ -64,7 +64,7 @@ export function createApiHandler(options: ApiHandlerOptions): (request: FastifyR
 
     if (guard && (await guard({ cluster: clusterName, info, request, reply }))) {
       observe(reply.statusCode);
-      return;
+      return reply;
     }
     const renamer = state.renamer;
     let path = split.path;
@@ -84,9 +84,8 @@ export function createApiHandler(options: ApiHandlerOptions): (request: FastifyR
     // A lock is the shard's own: it lives in the operator's namespace, whatever bucket that is.
     const decision = lock ? { kind: 'forward' as const } : decide(info, entry.view, state.table.shard);
     if (decision.kind === 'deny') {
-      sendStatus(reply, decision.body);
       observe(decision.body.code);
-      return;
+      return sendStatus(reply, decision.body);
     }
     if (decision.labelSelector !== undefined) query.set('labelSelector', mergeSelectors(query.get('labelSelector'), decision.labelSelector));
     const filterWatch = decision.filterWatch === true && info.kind === 'resource';
@@ -97,6 +96,8 @@ export function createApiHandler(options: ApiHandlerOptions): (request: FastifyR
         sendRestored(out, res, renamer).catch((err: unknown) => out.send(err));
       } else if (filterWatch && res.statusCode === 200) {
         out.send(openFilteredWatch({ entry, info, selector: decision.labelSelector ?? '', res, controller, bookmarks: query.get('allowWatchBookmarks') === 'true' }));
+        // Node holds response headers until the first body byte; a quiet watch must still start at once.
+        out.raw.flushHeaders();
       } else {
         out.send(res.stream);
       }
@@ -106,7 +107,7 @@ export function createApiHandler(options: ApiHandlerOptions): (request: FastifyR
         forward(request, reply, { entry, path, query: query.toString(), body, json: filterWatch, onResponse }),
       );
     } catch (err) {
-      if (reply.sent) return;
+      if (reply.sent) return reply;
       const code = (err as { code?: string }).code;
       if (code === 'EOPENBREAKER') {
         sendStatus(reply, statusBody(503, 'ServiceUnavailable', `cluster "${clusterName}" is failing: its circuit breaker is open`), breakerRetryAfterSeconds);
@@ -121,6 +122,7 @@ export function createApiHandler(options: ApiHandlerOptions): (request: FastifyR
       }
       observe(reply.statusCode);
     }
+    return reply;
   };
 }
 
@@ -154,7 +156,10 @@ function openFilteredWatch(options: {
     },
   });
   entry.metrics.openWatches.inc();
-  res.stream.on('error', (err) => filter.destroy(err));
+  // Destroying the upstream body (an ended watch) makes undici report an abort: only a live watch fails with it.
+  res.stream.on('error', (err) => {
+    if (!filter.writableEnded) filter.destroy(err);
+  });
   filter.once('close', () => {
     unregister();
     entry.metrics.openWatches.dec();

@@ -54,9 +54,15 @@ export class ClusterLinks {
     this.dispatcher.setUpstreams([...this.links.values()].map((l) => l.upstream));
   }
 
+  /** Shutdown: breakers stopped, every connection destroyed (watches included). */
   async close(): Promise<void> {
-    for (const link of this.links.values()) this.release(link);
+    const links = [...this.links.values()];
     this.links.clear();
+    for (const link of links) {
+      link.breaker.shutdown();
+      this.options.metrics.breakerState.remove({ cluster: link.upstream.name });
+    }
+    await Promise.all(links.map((link) => link.upstream.pool.destroy()));
   }
 
   private release(link: ClusterLink): void {

@@ -1,4 +1,19 @@
 export { type RequestGuard } from './api-handler.js';
+export {
+  CircuitRules,
+  FaultRules,
+  TokenBucket,
+  createApiGuard,
+  durationMs,
+  inEffectiveTime,
+  judge,
+  loadRules,
+  startEgressProxy,
+  type Call,
+  type EgressProxy,
+  type RuleClock,
+  type RuleSet,
+} from './rules/index.js';
 export { type BreakerOptions } from './cluster-breaker.js';
 export { decide, type Decision } from './enforce.js';
 export { FileRouteSource } from './file-route-source.js';
@@ -9,7 +24,7 @@ export { isWrite, parseRequestInfo, type RequestInfo, type ResourceRequest, type
 export { type RouteSource, type RouteSourceHandlers } from './route-source.js';
 export { operatorKubeconfig } from './operator-kubeconfig.js';
 export { parseRouteTable, readRouteTable } from './route-table-file.js';
-export { ClusterShardView, mergeSelectors, type ShardFunctions } from './shard-view.js';
+export { ClusterShardView, mergeSelectors, shardFunctions, type ShardFunctions } from './shard-view.js';
 export { statusBody, type KubeStatus } from './status.js';
 export { TableStore, type StoredTable } from './table-store.js';
 export { loadCredentials } from './credentials.js';

@@ -64,7 +64,7 @@ export async function startProxy(deps: ProxyDeps): Promise<RunningProxy> {
   const controller = new RouteController({ source: deps.source, store: deps.store, functions: deps.functions, links, metrics, logger, now: deps.now });
   await controller.start();
 
-  const api = Fastify({ loggerInstance: logger.child({ listener: 'api' }) as FastifyBaseLogger, disableRequestLogging: true, return503OnClosing: false });
+  const api = Fastify({ loggerInstance: logger.child({ listener: 'api' }) as FastifyBaseLogger, disableRequestLogging: true, forceCloseConnections: true });
   // Bodies stream to the API server as they come; only lock objects are read (to rename them).
   api.removeAllContentTypeParsers();
   api.addContentTypeParser('*', (_request, payload, done) => done(null, payload));
@@ -79,7 +79,7 @@ export async function startProxy(deps: ProxyDeps): Promise<RunningProxy> {
   api.all('/', handler);
   api.server.on('upgrade', createUpgradeHandler({ controller, logger }));
 
-  const ops = Fastify({ loggerInstance: logger.child({ listener: 'ops' }) as FastifyBaseLogger, disableRequestLogging: true });
+  const ops = Fastify({ loggerInstance: logger.child({ listener: 'ops' }) as FastifyBaseLogger, disableRequestLogging: true, forceCloseConnections: true });
   registerOpsRoutes(ops, { registry, readiness: () => controller.readiness() });
 
   await api.listen(config.api);

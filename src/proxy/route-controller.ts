@@ -116,7 +116,7 @@ export class RouteController {
       this.install(state.table, fenced ? 'fenced' : 'unfenced', fenced);
     }
     if (this.connected && now - this.savedContactAt > (state.table.leaseSeconds * 1000) / 2) {
-      void this.save(state.table);
+      this.save(state.table).catch((err: unknown) => this.options.logger.error({ err, path: this.options.store.path }, 'cannot store the route table'));
     }
   }
 

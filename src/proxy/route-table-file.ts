@@ -1,7 +1,12 @@
 import { readFile } from 'node:fs/promises';
+import { FormatRegistry } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import { FileError } from '../errors.js';
 import { RouteTableSchema, type RouteTable } from '../transport/index.js';
+
+// TypeBox knows no string formats until told; the route table's issuedAt is an RFC 3339 date-time.
+const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/i;
+if (!FormatRegistry.Has('date-time')) FormatRegistry.Set('date-time', (value) => RFC3339.test(value) && !Number.isNaN(Date.parse(value)));
 
 /** Parses and validates a route table; the error names the file and every field at fault. */
 export function parseRouteTable(text: string, origin: string): RouteTable {

@@ -1,17 +1,29 @@
 import type { LabelSelector } from '../api/index.js';
+import { bucketOf, compileSelector, matches, renderSelector } from '../sharding/index.js';
 import type { ClusterRoute, RouteTable } from '../transport/index.js';
 
 /** The pure sharding functions the proxy applies (from src/sharding), passed in so this module stays small. */
 export interface ShardFunctions {
   bucketOf(namespace: string, algorithm: RouteTable['hashAlgorithm'], bucketCount: number): number;
   renderSelector(selector: LabelSelector): string;
-  matchesSelector(selector: LabelSelector, labels: Readonly<Record<string, string>>): boolean;
+  /** Compiles a selector once into a test applied to each watch event. */
+  compileMatcher(selector: LabelSelector): (labels: Readonly<Record<string, string>>) => boolean;
 }
+
+/** The functions of src/sharding, as the proxy applies them. */
+export const shardFunctions: ShardFunctions = Object.freeze({
+  bucketOf: (namespace: string, algorithm: RouteTable['hashAlgorithm'], bucketCount: number) => bucketOf(namespace, { algorithm, bucketCount }),
+  renderSelector: (selector: LabelSelector) => renderSelector(compileSelector(selector)),
+  compileMatcher: (selector: LabelSelector) => {
+    const requirements = compileSelector(selector);
+    return (labels: Readonly<Record<string, string>>) => matches(requirements, labels);
+  },
+});
 
 interface CompiledLimit {
   groups: ReadonlySet<string>;
   resources: ReadonlySet<string>;
-  selector: LabelSelector;
+  matches: (labels: Readonly<Record<string, string>>) => boolean;
   rendered: string;
 }
 
@@ -30,7 +42,6 @@ export class ClusterShardView {
   private readonly selectors = new Map<string, string>();
   private readonly namespaceBuckets = new Map<string, number>();
   private readonly bucketOfNamespace: (namespace: string) => number;
-  private readonly matches: ShardFunctions['matchesSelector'];
 
   constructor(options: { table: RouteTable; route: ClusterRoute; functions: ShardFunctions; fenced: boolean }) {
     const { table, route, functions, fenced } = options;
@@ -43,12 +54,11 @@ export class ClusterShardView {
     this.limits = route.limits.map((limit) => ({
       groups: new Set(limit.relateResources.flatMap((r) => r.apiGroups)),
       resources: new Set(limit.relateResources.flatMap((r) => r.resources)),
-      selector: limit.selector,
+      matches: functions.compileMatcher(limit.selector),
       rendered: functions.renderSelector(limit.selector),
     }));
     this.owners = new Map(Object.entries(route.bucketOwners ?? {}).map(([bucket, shard]) => [Number(bucket), shard]));
     this.bucketOfNamespace = (namespace) => functions.bucketOf(namespace, table.hashAlgorithm, table.bucketCount);
-    this.matches = functions.matchesSelector;
   }
 
   get ownsNothing(): boolean {
@@ -94,7 +104,7 @@ export class ClusterShardView {
   admits(group: string, resource: string, labels: Readonly<Record<string, string>>): boolean {
     const hash = labels[this.hashLabel];
     if (hash === undefined || !this.owned.has(Number(hash))) return false;
-    return this.limitsFor(group, resource).every((limit) => this.matches(limit.selector, labels));
+    return this.limitsFor(group, resource).every((limit) => limit.matches(labels));
   }
 
   private limitsFor(group: string, resource: string): CompiledLimit[] {

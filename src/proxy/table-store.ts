@@ -16,16 +16,23 @@ export interface StoredTable {
  */
 export class TableStore {
   readonly path: string;
+  private writes: Promise<void> = Promise.resolve();
+  private sequence = 0;
 
   constructor(path: string) {
     this.path = path;
   }
 
-  async save(stored: StoredTable): Promise<void> {
-    await mkdir(dirname(this.path), { recursive: true });
-    const temporary = `${this.path}.${process.pid}.tmp`;
-    await writeFile(temporary, `${JSON.stringify(stored)}\n`, { mode: 0o600 });
-    await rename(temporary, this.path);
+  /** Saves are queued, so the file always ends as the last one asked for. */
+  save(stored: StoredTable): Promise<void> {
+    const temporary = `${this.path}.${process.pid}.${this.sequence++}.tmp`;
+    const write = async (): Promise<void> => {
+      await mkdir(dirname(this.path), { recursive: true });
+      await writeFile(temporary, `${JSON.stringify(stored)}\n`, { mode: 0o600 });
+      await rename(temporary, this.path);
+    };
+    this.writes = this.writes.then(write, write);
+    return this.writes;
   }
 
   /** The stored table, or undefined when there is none yet. */

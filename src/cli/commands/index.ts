@@ -4,8 +4,9 @@ import { devCommand } from './dev.js';
 import { hashCommand } from './hash.js';
 import { kubeconfigCommand } from './kubeconfig.js';
 import { planCommand } from './plan.js';
+import { proxyCommand } from './proxy.js';
 import { validateCommand } from './validate.js';
 import { versionCommand } from './version.js';
 
 /** Every subcommand of `ctrlmesh`, in the order --help lists them. */
-export const commands: Command[] = [versionCommand, hashCommand, validateCommand, planCommand, crdsCommand, devCommand, kubeconfigCommand];
+export const commands: Command[] = [versionCommand, hashCommand, validateCommand, planCommand, crdsCommand, devCommand, proxyCommand, kubeconfigCommand];
