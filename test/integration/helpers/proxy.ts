@@ -1,4 +1,4 @@
-import { mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
@@ -85,6 +85,7 @@ export async function startTestProxy(options: {
   source?: (tablePath: string) => RouteSource;
 }): Promise<TestProxy> {
   const dir = options.dir ?? (await mkdtemp(join(tmpdir(), 'ctrlmesh-proxy-')));
+  await mkdir(dir, { recursive: true });
   const tablePath = join(dir, 'table.json');
   const storePath = join(dir, 'store', 'table.json');
   const writeTable = async (table: RouteTable): Promise<void> => {
