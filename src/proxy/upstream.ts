@@ -11,8 +11,6 @@ export interface ClusterCredentials {
 export interface UpstreamOptions {
   /** Longest wait for an API server's response head; a longer wait counts against the cluster's breaker. */
   headersTimeoutMs: number;
-  /** Connections kept per cluster. */
-  connections: number;
 }
 
 /** The origin reply-from is given for a cluster; the dispatcher maps it to that cluster's own pool. */
@@ -46,7 +44,8 @@ export class ClusterUpstream {
         ? { ca: route.caPem === '' ? undefined : route.caPem, cert: credentials?.certPem, key: credentials?.keyPem, rejectUnauthorized: true }
         : undefined;
     this.pool = new Pool(this.server.origin, {
-      connections: options.connections,
+      // No cap: every watch holds a connection of its own for as long as it runs (HTTP/1.1).
+      connections: null,
       headersTimeout: options.headersTimeoutMs,
       // Watches stream for as long as the API server keeps them open.
       bodyTimeout: 0,

@@ -32,7 +32,6 @@ function proxyConfig(ctx: CommandContext): ProxyConfig {
     ops: listenAddress(ctx, 'ops-listen', '127.0.0.1:5441'),
     upstream: {
       headersTimeoutMs: intValue(ctx, 'upstream-timeout-ms', 30_000, { min: 100, max: 600_000 }),
-      connections: intValue(ctx, 'connections', 32, { min: 1, max: 1024 }),
     },
     breaker: {
       errorThresholdPercentage: intValue(ctx, 'breaker-error-percent', 50, { min: 1, max: 100 }),
@@ -62,7 +61,6 @@ export const proxyCommand: Command = {
     'egress-listen': { type: 'string', valueName: 'HOST:PORT', description: 'HTTP proxy for external REST calls (off unless given)' },
     rules: { type: 'string', multiple: true, valueName: 'FILE', description: 'CircuitBreaker / FaultInjection manifests (repeatable; re-read on change)' },
     'upstream-timeout-ms': { type: 'string', valueName: 'MS', description: 'longest wait for an API server response head (default 30000)' },
-    connections: { type: 'string', valueName: 'N', description: 'connections per cluster (default 32)' },
     'breaker-error-percent': { type: 'string', valueName: 'P', description: 'failure percentage that opens a cluster breaker (default 50)' },
     'breaker-volume': { type: 'string', valueName: 'N', description: 'requests in the window before it can open (default 5)' },
     'breaker-reset-ms': { type: 'string', valueName: 'MS', description: 'open time before a half-open probe (default 5000)' },

@@ -99,7 +99,7 @@ export async function startTestProxy(options: {
     config: {
       api: { host: '127.0.0.1', port: 0 },
       ops: { host: '127.0.0.1', port: 0 },
-      upstream: { headersTimeoutMs: 5000, connections: 16 },
+      upstream: { headersTimeoutMs: 5000 },
       breaker: options.breaker ?? FAST_BREAKER,
     },
     source: options.source?.(tablePath) ?? new FileRouteSource({ path: tablePath, logger: silent, pollIntervalMs: 100 }),
