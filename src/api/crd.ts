@@ -22,10 +22,6 @@ export interface StructuralSchema {
 
 type Json = Record<string, unknown>;
 
-function copy<K extends keyof StructuralSchema>(from: Json, to: StructuralSchema, keys: K[]): void {
-  for (const key of keys) if (from[key] !== undefined) to[key] = from[key] as StructuralSchema[K];
-}
-
 /**
  * TypeBox -> structural openAPIV3Schema. Every node gets a type; unions are only allowed as string enums or
  * int-or-string, so anything else is a programming error caught by the CRD test, not a schema the server prunes.
@@ -59,7 +55,9 @@ export function toStructural(schema: TSchema): StructuralSchema {
     out.items = toStructural(s.items as TSchema);
   } else if (s.type === 'string' || s.type === 'integer' || s.type === 'number' || s.type === 'boolean') {
     out.type = s.type;
-    copy(s, out, ['pattern', 'format', 'minLength', 'maxLength', 'minimum', 'maximum']);
+    for (const key of ['pattern', 'format', 'minLength', 'maxLength', 'minimum', 'maximum'] as const) {
+      if (s[key] !== undefined) (out as Json)[key] = s[key];
+    }
   } else {
     throw new Error(`schema node ${JSON.stringify(s)} has no structural equivalent`);
   }

@@ -33,6 +33,11 @@ const HttpFaultSchema = Type.Object(
       Type.Object(
         {
           resources: Type.Optional(Type.Array(ResourceMatchSchema)),
+          // KusionStack's Go type names these two; its documents use resources/httpMatch. Both are accepted.
+          relatedResources: Type.Optional(Type.Array(ResourceMatchSchema)),
+          restRules: Type.Optional(
+            Type.Array(Type.Object({ url: Type.Array(Type.String()), method: Type.Array(Type.String()) }, closed)),
+          ),
           httpMatch: Type.Optional(
             Type.Array(
               Type.Object(

@@ -15,7 +15,7 @@ export { type CircuitBreakerModel, type CircuitBreakerSpec } from './circuit-bre
 export { type FaultInjectionModel, type FaultInjectionSpec } from './fault-injection.js';
 export { type RootModel, type ShardLimit, type ShardingConfigModel, type ShardingConfigSpec } from './sharding-config.js';
 export {
-  formatProblem,
+  formatProblems,
   schemaProblems,
   validateDocuments,
   validateManifest,

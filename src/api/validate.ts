@@ -134,7 +134,7 @@ export function validateDocuments(docs: readonly unknown[], options: ValidateOpt
   return { reports, skipped };
 }
 
-/** `FILE: Kind/name: field.path: reason`, the line `ctrlmesh validate` prints per problem. */
-export function formatProblem(file: string, report: DocumentReport, problem: FieldProblem): string {
-  return `${file}: ${report.kind}/${report.name}: ${problem.path}: ${problem.reason}`;
+/** `FILE: Kind/name: field.path: reason`, the lines `ctrlmesh validate` prints for a document. */
+export function formatProblems(file: string, report: DocumentReport): string[] {
+  return report.problems.map((problem) => `${file}: ${report.kind}/${report.name}: ${problem.path}: ${problem.reason}`);
 }

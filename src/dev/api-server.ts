@@ -1,27 +1,21 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { Logger } from 'pino';
 import { createCertificateAuthority, generateKeyPairPem, issueCertificate, type IssuedCertificate } from './certs.js';
 import { freePort } from './free-port.js';
 import { writeKubeconfig } from './kubeconfig.js';
 import { httpsStatus } from './probes.js';
-import { ServerProcess, serverControl, type ServerControl } from './server-process.js';
-import { resolveTool, type ToolOptions } from './tools.js';
+import { ServerProcess, serverControl, type ServerControl, type ServerStartOptions } from './server-process.js';
+import { resolveTool } from './tools.js';
 
-export interface ApiServerOptions extends ToolOptions {
+export interface ApiServerOptions extends ServerStartOptions {
   /** The etcd to store in; this server keeps its objects under `/<name>`. */
   etcd: { url: string };
-  /** The cluster's name: etcd prefix, kubeconfig context and cluster name. */
+  /** The cluster's name: etcd prefix, kubeconfig context and cluster name. Its dir holds certificates and keys. */
   name: string;
-  /** Holds certificates, keys, the kubeconfig, the log and the pid file. */
-  dir: string;
-  /** The kube-apiserver binary; resolved (and built once) when absent. */
-  binary?: string;
-  logger?: Logger;
-  signal?: AbortSignal;
 }
 
-export interface ApiServerHandle extends ServerControl {
+/** A cluster's connection details: plain data, so it can cross process boundaries (vitest's provide/inject). */
+export interface ClusterInfo {
   name: string;
   /** https://127.0.0.1:PORT */
   server: string;
@@ -32,6 +26,9 @@ export interface ApiServerHandle extends ServerControl {
   clientKeyPem: string;
   /** A kubeconfig for the admin, with one context named after the cluster. */
   kubeconfigPath: string;
+}
+
+export interface ApiServerHandle extends ClusterInfo, ServerControl {
   dir: string;
   /** A client certificate for another user, e.g. to test RBAC as an agent's service identity. */
   issueClientCertificate(user: string, groups?: string[]): Promise<IssuedCertificate>;

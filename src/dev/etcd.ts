@@ -1,18 +1,11 @@
 import { join } from 'node:path';
-import type { Logger } from 'pino';
 import { freePort } from './free-port.js';
 import { httpOk } from './probes.js';
-import { ServerProcess, serverControl, type ServerControl } from './server-process.js';
-import { resolveTool, type ToolOptions } from './tools.js';
+import { ServerProcess, serverControl, type ServerControl, type ServerStartOptions } from './server-process.js';
+import { resolveTool } from './tools.js';
 
-export interface EtcdOptions extends ToolOptions {
-  /** Holds the data dir, the log and the pid file. */
-  dir: string;
-  /** The etcd binary; resolved (and built once) when absent. */
-  binary?: string;
-  logger?: Logger;
-  signal?: AbortSignal;
-}
+/** Its dir holds the data dir, the log and the pid file. */
+export type EtcdOptions = ServerStartOptions;
 
 export interface EtcdHandle extends ServerControl {
   /** Client URL, e.g. http://127.0.0.1:PORT, for --etcd-servers. */

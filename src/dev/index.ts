@@ -1,4 +1,4 @@
-export { startApiServer, type ApiServerHandle, type ApiServerOptions } from './api-server.js';
+export { startApiServer, type ApiServerHandle, type ApiServerOptions, type ClusterInfo } from './api-server.js';
 export { createCertificateAuthority, generateKeyPairPem, issueCertificate, type CertificateAuthority, type IssuedCertificate, type IssueOptions } from './certs.js';
 export { stopLeftovers } from './leftovers.js';
 export { ToolError, TestbedError } from './errors.js';
@@ -6,13 +6,12 @@ export { startEtcd, type EtcdHandle, type EtcdOptions } from './etcd.js';
 export { freePort } from './free-port.js';
 export { kubeconfigText, writeKubeconfig, type KubeconfigEntry } from './kubeconfig.js';
 export { startNats, type NatsHandle, type NatsOptions } from './nats.js';
-export { livePidRecords, type PidRecord } from './pid-file.js';
-export type { ServerControl } from './server-process.js';
+export { livePidRecords, recordOwner, type PidRecord } from './pid-file.js';
+export type { ServerControl, ServerStartOptions } from './server-process.js';
 export {
   clusterNames,
   startTestbed,
   TESTBED_INFO_FILE,
-  type ClusterInfo,
   type Testbed,
   type TestbedInfo,
   type TestbedOptions,

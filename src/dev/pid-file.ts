@@ -1,4 +1,4 @@
-import { readFile, readlink, readdir, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, readlink, readdir, realpath, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { isAlive } from './process-alive.js';
 
@@ -8,6 +8,8 @@ export interface PidRecord {
   /** The server's executable, compared with /proc/<pid>/exe so a reused pid is never killed. */
   binary: string;
   name: string;
+  /** The process that started the bed (`ctrlmesh dev up`): stopped first, so it stops its servers in order. */
+  owner?: boolean;
 }
 
 export const PID_FILE = 'pid.json';
@@ -20,7 +22,15 @@ export async function removePidFile(dir: string): Promise<void> {
   await rm(join(dir, PID_FILE), { force: true });
 }
 
-/** The servers recorded in `<bedDir>/<server>/pid.json` that still run the recorded binary. */
+/** Records this process as the owner of the bed in `bedDir`; the returned function removes the record. */
+export async function recordOwner(bedDir: string, name: string): Promise<() => Promise<void>> {
+  const dir = join(bedDir, 'owner');
+  await mkdir(dir, { recursive: true });
+  await writePidFile(dir, { pid: process.pid, binary: await realpath(process.execPath), name, owner: true });
+  return () => removePidFile(dir);
+}
+
+/** The processes recorded in `<bedDir>/<server>/pid.json` that still run the recorded binary. */
 export async function livePidRecords(bedDir: string): Promise<PidRecord[]> {
   const entries = await readdir(bedDir, { withFileTypes: true }).catch(() => []);
   const live: PidRecord[] = [];

@@ -6,8 +6,20 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { TestbedError } from './errors.js';
 import { removePidFile, writePidFile } from './pid-file.js';
+import type { ToolOptions } from './tools.js';
 
 const LOG_TAIL_LINES = 25;
+
+/** What starting any test server takes. */
+export interface ServerStartOptions extends ToolOptions {
+  /** Holds the server's data, log and pid file. */
+  dir: string;
+  /** The server's binary; resolved (and built once) when absent. */
+  binary?: string;
+  logger?: Logger;
+  /** Aborting it stops a start in progress. */
+  signal?: AbortSignal;
+}
 const PROBE_INTERVAL_MS = 250;
 
 export interface ServerProcessOptions {
@@ -27,8 +39,8 @@ export interface ServerProcessOptions {
 }
 
 /**
- * One server process of the test bed. Started through `setpriv --pdeathsig TERM`, so the kernel sends it SIGTERM
- * when its parent dies, even by SIGKILL; its pid is recorded in its dir for `ctrlmesh dev down`. Its own output goes
+ * One server process of the test bed. Started through `setpriv --pdeathsig KILL`, so the kernel kills it when its
+ * parent dies, even by SIGKILL; its pid is recorded in its dir for `ctrlmesh dev down`. Its own output goes
  * to a log file, never to the test output.
  */
 export class ServerProcess {
@@ -46,10 +58,6 @@ export class ServerProcess {
     return this.child?.pid;
   }
 
-  get running(): boolean {
-    return this.child !== undefined;
-  }
-
   /** Spawns the server and waits until its probe succeeds; on failure the server is stopped and the error shows its log. */
   async start(signal?: AbortSignal): Promise<void> {
     if (this.child) return;
@@ -58,13 +66,18 @@ export class ServerProcess {
     const fd = openSync(this.logFile, 'a');
     let child: ChildProcess;
     try {
-      child = spawn('setpriv', ['--pdeathsig', 'TERM', '--', binary, ...args], { stdio: ['ignore', fd, fd] });
+      // detached: its own process group, so a terminal's Ctrl-C reaches only our process, which stops the servers in
+      // order (API servers before etcd; all at once, kube-apiserver waits ~20 s for the etcd that went away).
+      // --pdeathsig KILL: if our process dies without stopping them, the kernel kills them at once; a bed whose
+      // owner died is abandoned anyway, and every bed starts fresh.
+      child = spawn('setpriv', ['--pdeathsig', 'KILL', '--', binary, ...args], { stdio: ['ignore', fd, fd], detached: true });
     } finally {
       closeSync(fd);
     }
     this.child = child;
     this.stopping = false;
     let exitNote: string | undefined;
+    let ready = false;
     this.exited = new Promise<void>((resolve) => {
       child.once('error', (err: NodeJS.ErrnoException) => {
         exitNote =
@@ -73,7 +86,8 @@ export class ServerProcess {
       });
       child.once('exit', (code, sig) => {
         exitNote = `exited with ${sig ?? `code ${code}`}`;
-        if (!this.stopping) logger?.warn({ server: name, code, signal: sig, log: this.logFile }, `${name} ${exitNote}`);
+        // Before it is ready, start() reports the exit itself, with the log's tail.
+        if (!this.stopping && ready) logger?.warn({ server: name, code, signal: sig, log: this.logFile }, `${name} ${exitNote}`);
         resolve();
       });
     }).then(async () => {
@@ -96,6 +110,7 @@ export class ServerProcess {
       }
       await sleep(PROBE_INTERVAL_MS);
     }
+    ready = true;
     logger?.debug({ server: name, pid: child.pid }, `${name} ready`);
   }
 

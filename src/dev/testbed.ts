@@ -1,7 +1,7 @@
 import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { Logger } from 'pino';
-import { startApiServer, type ApiServerHandle } from './api-server.js';
+import { startApiServer, type ApiServerHandle, type ClusterInfo } from './api-server.js';
 import { startEtcd, type EtcdHandle } from './etcd.js';
 import { writeKubeconfig } from './kubeconfig.js';
 import { startNats, type NatsHandle } from './nats.js';
@@ -15,16 +15,6 @@ export interface TestbedOptions extends ToolOptions {
   logger?: Logger;
   /** Aborting it stops a start in progress (and what it already started). */
   signal?: AbortSignal;
-}
-
-/** A cluster's connection details: plain data, so it can cross process boundaries (vitest's provide/inject). */
-export interface ClusterInfo {
-  name: string;
-  server: string;
-  caPem: string;
-  clientCertPem: string;
-  clientKeyPem: string;
-  kubeconfigPath: string;
 }
 
 /** The whole bed's connection details, also written to `<dir>/testbed.json`. */

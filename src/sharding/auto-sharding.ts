@@ -24,7 +24,8 @@ function withRequirements(limit: ShardLimit, extra: LabelSelectorRequirement[]):
   return { relateResources: limit.relateResources, selector };
 }
 
-function podSelector(root: ShardingConfigModel, statefulSet: string, ordinals: number[]): LabelSelector {
+function podSelector(root: ShardingConfigModel, ordinals: number[]): LabelSelector {
+  const statefulSet = root.root?.targetStatefulSet as string;
   return {
     ...root.selector,
     matchExpressions: [
@@ -34,8 +35,14 @@ function podSelector(root: ShardingConfigModel, statefulSet: string, ordinals: n
   };
 }
 
-function child(root: ShardingConfigModel, name: string, selector: LabelSelector, limits: ShardLimit[]): ShardingConfigModel {
-  const config: ShardingConfigModel = { kind: 'ShardingConfig', name, namespace: root.namespace, selector, limits };
+function child(root: ShardingConfigModel, of: { name: string; ordinals: number[]; limits: ShardLimit[] }): ShardingConfigModel {
+  const config: ShardingConfigModel = {
+    kind: 'ShardingConfig',
+    name: of.name,
+    namespace: root.namespace,
+    selector: podSelector(root, of.ordinals),
+    limits: of.limits,
+  };
   if (root.controller) config.controller = { ...root.controller };
   if (root.webhook) config.webhook = { ...root.webhook };
   return config;
@@ -63,7 +70,7 @@ export function expandRoot(root: ShardingConfigModel, settings: HashSettings): A
     if (canaryHashValues.length > 0) extra.push({ key: labels.hash, operator: 'In', values: canaryHashValues });
     shards.push({
       role: 'canary',
-      config: child(root, `${spec.prefix}-0-canary`, podSelector(root, spec.targetStatefulSet, ordinals), spec.resourceSelector.map((l) => withRequirements(l, extra))),
+      config: child(root, { name: `${spec.prefix}-0-canary`, ordinals, limits: spec.resourceSelector.map((l) => withRequirements(l, extra)) }),
       podOrdinals: ordinals,
       buckets: canaryBuckets,
     });
@@ -79,7 +86,7 @@ export function expandRoot(root: ShardingConfigModel, settings: HashSettings): A
     extra.push({ key: labels.hash, operator: 'In', values: buckets.map(String) });
     shards.push({
       role: 'normal',
-      config: child(root, `${spec.prefix}-${id}-normal`, podSelector(root, spec.targetStatefulSet, ordinals), spec.resourceSelector.map((l) => withRequirements(l, extra))),
+      config: child(root, { name: `${spec.prefix}-${id}-normal`, ordinals, limits: spec.resourceSelector.map((l) => withRequirements(l, extra)) }),
       podOrdinals: ordinals,
       buckets,
     });

@@ -22,17 +22,28 @@ export function balanceBound(total: number, shardCount: number, heaviest: number
 
 const byWeightAsc = (w: ArrayLike<number>) => (a: number, b: number) => (w[a] as number) - (w[b] as number) || a - b;
 
-/** First index in `units` (sorted by weight ascending) whose weight is at least `x` (or above it, if strict). */
-function searchWeight(units: number[], weights: ArrayLike<number>, x: number, strict: boolean): number {
-  let lo = 0;
-  let hi = units.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >> 1;
-    const w = weights[units[mid] as number] as number;
-    if (w < x || (strict && w === x)) lo = mid + 1;
-    else hi = mid;
+const INDEX_BITS = 2 ** 21;
+
+/**
+ * Sorts units by weight, heaviest first, ties by unit number. Whole weights (object counts) are packed with the
+ * unit number into one float and sorted natively, several times faster than a comparator on a first plan.
+ */
+function sortHeaviestFirst(units: number[], weights: ArrayLike<number>): void {
+  const packable = units.length < INDEX_BITS && units.every((u) => {
+    const w = weights[u] as number;
+    return Number.isInteger(w) && w >= 0 && w < 2 ** 31 && u < INDEX_BITS;
+  });
+  if (!packable) {
+    units.sort((a, b) => (weights[b] as number) - (weights[a] as number) || a - b);
+    return;
   }
-  return lo;
+  const keys = new Float64Array(units.length);
+  units.forEach((u, i) => (keys[i] = (weights[u] as number) * INDEX_BITS + (INDEX_BITS - 1 - u)));
+  keys.sort();
+  for (let i = 0; i < units.length; i++) {
+    const key = keys[units.length - 1 - i] as number;
+    units[i] = INDEX_BITS - 1 - (key % INDEX_BITS);
+  }
 }
 
 /**
@@ -94,7 +105,7 @@ export function balance(problem: BalanceProblem): Int32Array {
     }
     return { units, offsets, extra: Array.from({ length: n }, () => [] as number[]) };
   };
-  const sortUnits = (s: number): number[] => {
+  const unitsOf = (s: number): number[] => {
     let list = lists[s];
     if (!list) {
       grouped ??= group();
@@ -102,6 +113,10 @@ export function balance(problem: BalanceProblem): Int32Array {
       lists[s] = list;
       unsorted[s] = 1;
     }
+    return list;
+  };
+  const sortUnits = (s: number): number[] => {
+    const list = unitsOf(s);
     if (unsorted[s]) {
       list.sort(asc);
       unsorted[s] = 0;
@@ -121,8 +136,20 @@ export function balance(problem: BalanceProblem): Int32Array {
       (grouped.extra[s] as number[]).push(u);
     }
   };
-  const take = (s: number, list: number[], index: number): number => {
-    const [u] = list.splice(index, 1) as [number];
+  /** First index in the shard's sorted list whose weight is at least `min`. */
+  const firstAtLeast = (list: number[], min: number): number => {
+    let lo = 0;
+    let hi = list.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if ((weights[list[mid] as number] as number) < min) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  };
+  /** Removes the unit at `index` of the shard's (materialised) list from the shard. */
+  const take = (s: number, index: number): number => {
+    const [u] = (lists[s] as number[]).splice(index, 1) as [number];
     load[s] = (load[s] as number) - (weights[u] as number);
     count[s] = (count[s] as number) - 1;
     owner[u] = -1;
@@ -133,13 +160,13 @@ export function balance(problem: BalanceProblem): Int32Array {
     if ((load[s] as number) <= cap) continue;
     const list = sortUnits(s);
     while ((load[s] as number) > cap) {
-      const i = searchWeight(list, weights, (load[s] as number) - cap, false);
-      pool.push(take(s, list, i < list.length ? i : list.length - 1));
+      const i = firstAtLeast(list, (load[s] as number) - cap);
+      pool.push(take(s, i < list.length ? i : list.length - 1));
     }
   }
 
-  pool.sort((a, b) => (weights[b] as number) - (weights[a] as number) || a - b);
-  const heap = new ShardHeap(Array.from({ length: n }, (_, i) => i), load, count);
+  sortHeaviestFirst(pool, weights);
+  const heap = new ShardHeap(load, count);
   for (const u of pool) {
     give(heap.top(), u);
     heap.updatedTop();
@@ -149,18 +176,26 @@ export function balance(problem: BalanceProblem): Int32Array {
   return owner;
 
   function fill(s: number): void {
+    // A donor with no unit small enough stays so: the taker only gets heavier, so what it may take only shrinks.
+    const exhausted = new Uint8Array(n);
+    exhausted[s] = 1;
     for (;;) {
       const deficit = mean - (load[s] as number);
       if (deficit <= 0) return;
       let donor = -1;
-      for (let d = 0; d < n; d++) if (d !== s && (donor < 0 || (load[d] as number) > (load[donor] as number))) donor = d;
-      if (donor < 0) return;
+      for (let d = 0; d < n; d++) if (!exhausted[d] && (donor < 0 || (load[d] as number) > (load[donor] as number))) donor = d;
+      if (donor < 0 || (load[donor] as number) <= (load[s] as number)) return;
       // Take no more than closes the gap, and never so much that the donor ends lighter than the taker.
       const limit = Math.min(deficit, ((load[donor] as number) - (load[s] as number)) / 2);
-      const list = sortUnits(donor);
-      const i = searchWeight(list, weights, limit, true) - 1;
-      if (i < 0) return;
-      give(s, take(donor, list, i));
+      // One scan beats sorting: most donors are looked at once or twice.
+      const list = unitsOf(donor);
+      let i = -1;
+      for (let k = 0; k < list.length; k++) {
+        const w = weights[list[k] as number] as number;
+        if (w <= limit && (i < 0 || w > (weights[list[i] as number] as number))) i = k;
+      }
+      if (i < 0) exhausted[donor] = 1;
+      else give(s, take(donor, i));
     }
   }
 }

@@ -30,7 +30,8 @@ export class Fleet {
   readonly weights: Float64Array;
   readonly offline: boolean[];
   readonly moveOffline: boolean;
-  private readonly objects = new Map<string, number>();
+  /** Last reported object count per namespace, per cluster index. */
+  private readonly objects: Map<string, number>[];
   private readonly buckets = new Map<string, number>();
 
   constructor(input: PlanInput) {
@@ -41,6 +42,7 @@ export class Fleet {
     this.weights = new Float64Array(this.clusters.length * this.bucketCount).fill(UNIT_BASE_WEIGHT);
     this.offline = this.clusters.map((c) => c.health === 'Offline');
     this.moveOffline = input.options?.moveUnitsOfOfflineClusters ?? false;
+    this.objects = this.clusters.map(() => new Map());
     for (const w of input.weights) this.setObjects(w.cluster, w.namespace, w.objects);
   }
 
@@ -61,10 +63,10 @@ export class Fleet {
       b = bucketOf(namespace, this.settings);
       this.buckets.set(namespace, b);
     }
-    const key = `${cluster}\u0000${namespace}`;
+    const counts = this.objects[ci] as Map<string, number>;
     const u = ci * this.bucketCount + b;
-    this.weights[u] = (this.weights[u] as number) + objects - (this.objects.get(key) ?? 0);
-    this.objects.set(key, objects);
+    this.weights[u] = (this.weights[u] as number) + objects - (counts.get(namespace) ?? 0);
+    counts.set(namespace, objects);
     return u;
   }
 

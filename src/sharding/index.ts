@@ -46,3 +46,4 @@ export {
   type ShardInput,
 } from './plan-format.js';
 export { bucketsOfLimits, operatorsFromConfigs } from './operators-from-configs.js';
+export { ownedSelector } from './owned-selector.js';

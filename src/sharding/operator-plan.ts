@@ -30,11 +30,13 @@ export class OperatorPlan {
   /** The assignment this plan started from, for the moves of {@link result}. */
   private readonly baseline: { names: string[]; owner: Int32Array; gone: Move[] };
 
-  constructor(
-    private readonly fleet: Fleet,
-    private readonly input: OperatorInput,
-    previous: ShardUnits | undefined,
-  ) {
+  private readonly fleet: Fleet;
+  private readonly input: OperatorInput;
+
+  constructor(from: { fleet: Fleet; input: OperatorInput; previous: ShardUnits | undefined }) {
+    const { fleet, input, previous } = from;
+    this.fleet = fleet;
+    this.input = input;
     this.name = input.name;
     const U = fleet.unitCount;
     this.owner = new Int32Array(U).fill(-1);
@@ -229,8 +231,12 @@ export class OperatorPlan {
       throw new InvalidConfigError(`operator ${this.name}: changing hand-written shards needs a full plan`);
     }
     const partitions = this.partitionsOfHome(this.fleet.clusterIndex.get(touchedHome));
-    if (partitions.length === 0 || partitions[0] === -1) {
-      throw new InvalidConfigError(`operator ${this.name}: cluster ${touchedHome} is not among the clusters it spans; make a full plan`);
+    const spans = new Set(this.partitions.flat());
+    const homes = new Set(next.map((s) => this.fleet.clusterIndex.get(s.homeCluster)));
+    // Without a cluster selector the operator spans its shards' home clusters: a change of those is a new plan.
+    const universeChanges = this.input.clusters === undefined && (homes.size !== spans.size || [...homes].some((ci) => ci === undefined || !spans.has(ci)));
+    if (partitions.length === 0 || partitions[0] === -1 || universeChanges) {
+      throw new InvalidConfigError(`operator ${this.name}: the change alters the clusters it spans; make a full plan`);
     }
     return this.changed(partitions, () => {
       const oldNames = this.shards.map((s) => s.name);

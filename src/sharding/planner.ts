@@ -22,7 +22,7 @@ export class Planner {
 
   constructor(input: PlanInput, previous?: Assignment) {
     this.fleet = new Fleet(input);
-    this.operators = sortedUnique(input.operators, 'operator').map((op) => new OperatorPlan(this.fleet, op, previous?.operators[op.name]));
+    this.operators = sortedUnique(input.operators, 'operator').map((op) => new OperatorPlan({ fleet: this.fleet, input: op, previous: previous?.operators[op.name] }));
     const known = new Set(this.operators.map((o) => o.name));
     // An operator that disappeared gives back everything it owned.
     for (const name of Object.keys(previous?.operators ?? {}).sort()) {

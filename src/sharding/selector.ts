@@ -25,9 +25,18 @@ export class SelectorSyntaxError extends CtrlmeshError {
 }
 
 function sortedDistinct(values: readonly string[]): string[] {
-  if (values.length <= 1) return [...values];
-  return [...new Set(values)].sort();
+  const sorted = [...values].sort();
+  let n = 0;
+  for (let i = 0; i < sorted.length; i++) if (i === 0 || sorted[i] !== sorted[n - 1]) sorted[n++] = sorted[i] as string;
+  sorted.length = n;
+  return sorted;
 }
+
+/**
+ * The query-string text of compiled requirements, made once at compile time: the shard's requirements come back
+ * unchanged from most merges, so rendering them on the hot path is a lookup.
+ */
+const rendered = new WeakMap<Requirement, string>();
 
 /** The compiled form of a metav1.LabelSelector (matchLabels become `In` with one value). */
 export function compileSelector(selector: LabelSelector): Requirements {
@@ -36,6 +45,7 @@ export function compileSelector(selector: LabelSelector): Requirements {
   for (const req of selector.matchExpressions ?? []) {
     out.push({ key: req.key, operator: req.operator, values: sortedDistinct(req.values ?? []) });
   }
+  for (const req of out) rendered.set(req, renderRequirement(req));
   return out;
 }
 
@@ -71,8 +81,9 @@ export function matches(selector: LabelSelector | Requirements, labels: Readonly
   return true;
 }
 
-// Characters that end a key or value in the query-string form.
-const SPECIAL = new Set([' ', '\t', '\n', '\r', ',', '=', '!', '(', ')', '<', '>']);
+// Characters that end a key or value in the query-string form, by char code.
+const SPECIAL = new Uint8Array(128);
+for (const c of ' \t\n\r,=!()<>') SPECIAL[c.charCodeAt(0)] = 1;
 
 class Scanner {
   pos = 0;
@@ -96,7 +107,11 @@ class Scanner {
 
   word(): string {
     const start = this.pos;
-    while (this.pos < this.text.length && !SPECIAL.has(this.text[this.pos] as string)) this.pos++;
+    while (this.pos < this.text.length) {
+      const c = this.text.charCodeAt(this.pos);
+      if (c < 128 && SPECIAL[c]) break;
+      this.pos++;
+    }
     return this.text.slice(start, this.pos);
   }
 
@@ -211,11 +226,18 @@ function renderRequirement(req: Requirement): string {
 
 /** The query-string form, e.g. `app=foo,tier in (a,b),!legacy`. */
 export function renderSelector(requirements: Requirements): string {
-  return requirements.map(renderRequirement).join(',');
+  let out = '';
+  for (const req of requirements) {
+    const text = rendered.get(req) ?? renderRequirement(req);
+    out = out === '' ? text : `${out},${text}`;
+  }
+  return out;
 }
 
 interface KeyState {
-  in: string[] | undefined;
+  /** The one requirement on this key, while there is only one: it is already reduced, so it is reused as is. */
+  only: Requirement | undefined;
+  in: readonly string[] | undefined;
   notIn: string[] | undefined;
   exists: boolean;
   doesNotExist: boolean;
@@ -228,6 +250,7 @@ export interface MergedSelector {
   matchesNothing: boolean;
 }
 
+/** Values of a requirement are sorted and distinct, so filtering one list by another keeps them so. */
 function intersect(a: readonly string[], b: readonly string[]): string[] {
   return a.filter((v) => b.includes(v));
 }
@@ -235,12 +258,14 @@ function intersect(a: readonly string[], b: readonly string[]): string[] {
 function addKey(states: Map<string, KeyState>, req: Requirement): void {
   let st = states.get(req.key);
   if (!st) {
-    st = { in: undefined, notIn: undefined, exists: false, doesNotExist: false };
+    st = { only: req, in: undefined, notIn: undefined, exists: false, doesNotExist: false };
     states.set(req.key, st);
+  } else {
+    st.only = undefined;
   }
   switch (req.operator) {
     case 'In':
-      st.in = st.in === undefined ? [...req.values] : intersect(st.in, req.values);
+      st.in = st.in === undefined ? req.values : intersect(st.in, req.values);
       break;
     case 'NotIn':
       st.notIn = st.notIn === undefined ? [...req.values] : [...st.notIn, ...req.values];
@@ -256,12 +281,13 @@ function addKey(states: Map<string, KeyState>, req: Requirement): void {
 
 /** The requirements one key reduces to, or undefined when they cannot all hold. */
 function reduceKey(key: string, st: KeyState): Requirement[] | undefined {
+  if (st.only) return [st.only];
   if (st.in !== undefined) {
     if (st.doesNotExist) return undefined;
     const excluded = st.notIn;
     const values = excluded ? st.in.filter((v) => !excluded.includes(v)) : st.in;
     if (values.length === 0) return undefined;
-    return [{ key, operator: 'In', values: sortedDistinct(values) }];
+    return [{ key, operator: 'In', values }];
   }
   if (st.doesNotExist) return st.exists ? undefined : [{ key, operator: 'DoesNotExist', values: [] }];
   const out: Requirement[] = [];

@@ -5,12 +5,12 @@
 export class ShardHeap {
   private readonly heap: number[];
 
+  /** Every shard 0 .. load.length-1, ordered by the given loads and unit counts (which the caller updates). */
   constructor(
-    shards: readonly number[],
     private readonly load: Float64Array,
     private readonly count: Int32Array,
   ) {
-    this.heap = [...shards];
+    this.heap = Array.from({ length: load.length }, (_, i) => i);
     for (let i = (this.heap.length >> 1) - 1; i >= 0; i--) this.down(i);
   }
 

@@ -5,6 +5,7 @@ import {
   startTestbed,
   stopLeftovers,
   livePidRecords,
+  recordOwner,
   TestbedError,
   type Testbed,
 } from '../../dev/index.js';
@@ -64,22 +65,28 @@ const upCommand: Command = {
       );
     }
     const started = Date.now();
-    const bed = await startTestbed({
-      clusters,
-      dir,
-      env: ctx.env,
-      logger: ctx.logger,
-      signal: ctx.signal,
-      onProgress: (m) => ctx.logger.info(m),
-    });
+    // `ctrlmesh dev down` from another shell finds this process and asks it to stop the bed in order.
+    const forgetOwner = await recordOwner(dir, 'ctrlmesh dev up');
     try {
-      const kubectl = (await findTool('kubectl', ctx.env))?.path ?? 'kubectl';
-      ctx.stdout.write(describe(bed, (Date.now() - started) / 1000, kubectl));
-      if (!ctx.signal.aborted) await new Promise((done) => ctx.signal.addEventListener('abort', done, { once: true }));
+      const bed = await startTestbed({
+        clusters,
+        dir,
+        env: ctx.env,
+        logger: ctx.logger,
+        signal: ctx.signal,
+        onProgress: (m) => ctx.logger.info(m),
+      });
+      try {
+        const kubectl = (await findTool('kubectl', ctx.env))?.path ?? 'kubectl';
+        ctx.stdout.write(describe(bed, (Date.now() - started) / 1000, kubectl));
+        if (!ctx.signal.aborted) await new Promise((done) => ctx.signal.addEventListener('abort', done, { once: true }));
+      } finally {
+        ctx.logger.info('stopping the test bed');
+        await bed.down();
+        ctx.stdout.write('ctrlmesh test bed stopped\n');
+      }
     } finally {
-      ctx.logger.info('stopping the test bed');
-      await bed.down();
-      ctx.stdout.write('ctrlmesh test bed stopped\n');
+      await forgetOwner();
     }
     return 0;
   },

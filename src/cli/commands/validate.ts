@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import { loadAllYaml } from '@kubernetes/client-node';
-import { formatProblem, validateDocuments } from '../../api/index.js';
+import { formatProblems, validateDocuments } from '../../api/index.js';
 import { FileError, UsageError } from '../../errors.js';
 import { stringList, type Command } from '../command.js';
 
@@ -44,7 +44,7 @@ export const validateCommand: Command = {
       if (skipped > 0) ctx.logger.info({ file, skipped }, 'skipped documents of other API groups');
       for (const report of reports) {
         if (report.problems.length === 0) ctx.stdout.write(`${file}: ${report.kind}/${report.name}: valid\n`);
-        for (const problem of report.problems) ctx.stdout.write(`${formatProblem(file, report, problem)}\n`);
+        for (const line of formatProblems(file, report)) ctx.stdout.write(`${line}\n`);
         failed ||= report.problems.length > 0;
       }
     }

@@ -73,6 +73,13 @@ describe('ctrlmesh validate', () => {
       `${file}: ShardingConfig/bad: spec.limits[0].selector.matchExpressions[1].operator: must be one of In, NotIn, Exists, DoesNotExist, not string "Maybe"`,
     ]);
   });
+  it('reads JSON as well', async () => {
+    const file = join(dir, 'faults.json');
+    writeFileSync(file, JSON.stringify({ apiVersion: 'ctrlmesh.kusionstack.io/v1alpha1', kind: 'FaultInjection', metadata: { name: 'f' }, spec: { httpFault: [{ name: 'x', abort: { httpStatus: 503, percent: 101 } }] } }));
+    const r = await ctrlmesh('validate', '-f', file);
+    expect(r).toEqual({ code: 1, stdout: `${file}: FaultInjection/f: spec.httpFault[0].abort.percent: must be from 0 to 100, not 101\n`, stderr: '' });
+  });
+
   it('turns a missing file into a FileError, exit 2', async () => {
     const r = await ctrlmesh('validate', '-f', join(dir, 'missing.yaml'));
     expect(r).toEqual({ code: 2, stdout: '', stderr: `ctrlmesh: ${join(dir, 'missing.yaml')}: cannot read it: no such file\n` });

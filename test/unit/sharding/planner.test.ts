@@ -165,6 +165,19 @@ describe('plan: movement', () => {
     );
   });
 
+  it('a joined shard takes work even when the heaviest shard holds one unit too big to move', () => {
+    const input: PlanInput = {
+      clusters: [{ name: 'a' }],
+      weights: [{ cluster: 'a', namespace: 'x', objects: 100 }],
+      operators: [{ name: 'ops/root', multicluster: true, shards: Array.from({ length: 25 }, (_, i) => ({ name: `s${String(i).padStart(2, '0')}`, homeCluster: 'a' })) }],
+    };
+    const planner = new Planner(input);
+    const moves = planner.apply({ type: 'addShard', operator: 'ops/root', shard: { name: 'zz', homeCluster: 'a' } });
+    expect(moves.length).toBeGreaterThan(0);
+    expect(moves.every((m) => m.to === 'zz')).toBe(true);
+    expect(planner.result().stats['ops/root']!.loads.zz).toBeGreaterThan(0);
+  });
+
   it('removing a shard moves at most 1.05 x its weight + the heaviest unit (property)', () => {
     fc.assert(
       fc.property(

@@ -2,6 +2,8 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
   compileSelector,
+  createHashSettings,
+  ownedSelector,
   matches,
   mergeQuery,
   mergeSelectors,
@@ -117,5 +119,19 @@ describe('mergeSelectors (AND)', () => {
     expect(mergeQuery(shard, 'h in (2,3,4),h!=3,app=x').query).toBe('app=x,h=2');
     expect(mergeQuery(shard, undefined).query).toBe('h in (1,2,3)');
     expect(mergeQuery([], 'k,k notin (a)').query).toBe('k,k notin (a)');
+  });
+});
+
+describe('ownedSelector', () => {
+  const settings = createHashSettings();
+  it('is the buckets AND the limit', () => {
+    const owned = ownedSelector({ buckets: [3, 1], limit: { matchLabels: { app: 'foo' } }, settings });
+    expect(renderSelector(owned.requirements)).toBe('app=foo,ctrlmesh.kusionstack.io/sharding-hash in (1,3)');
+    expect(mergeQuery(owned.requirements, 'ctrlmesh.kusionstack.io/sharding-hash=2').matchesNothing).toBe(true);
+  });
+  it('matches nothing without buckets, in a form the API server accepts', () => {
+    const owned = ownedSelector({ buckets: [], settings });
+    expect(owned.matchesNothing).toBe(true);
+    expect(renderSelector(owned.requirements)).toBe('ctrlmesh.kusionstack.io/sharding-hash,!ctrlmesh.kusionstack.io/sharding-hash');
   });
 });

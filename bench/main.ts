@@ -1,0 +1,39 @@
+import { mkdirSync, readdirSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import type { Benchmark, BenchRow } from './harness.js';
+
+const here = dirname(fileURLToPath(import.meta.url));
+// dist/bench/main.js -> <repo>/bench/results
+const resultsDir = join(here, '..', '..', 'bench', 'results');
+const NOT_BENCHMARKS = new Set(['main.js', 'harness.js']);
+
+function table(rows: BenchRow[]): string {
+  const columns = [...new Set(rows.flatMap((r) => Object.keys(r)))];
+  const cells = [columns, ...rows.map((r) => columns.map((c) => (r[c] === undefined ? '' : String(r[c]))))];
+  const widths = columns.map((_, i) => Math.max(...cells.map((line) => (line[i] as string).length)));
+  return cells.map((line) => line.map((cell, i) => cell.padEnd(widths[i] as number)).join('  ').trimEnd()).join('\n');
+}
+
+async function main(filter: string[]): Promise<void> {
+  const files = readdirSync(here).filter((f) => f.endsWith('.js') && !NOT_BENCHMARKS.has(f)).sort();
+  const modules = await Promise.all(files.map(async (f) => (await import(pathToFileURL(join(here, f)).href)) as { default: Benchmark }));
+  const selected = modules.map((m) => m.default).filter((b) => filter.length === 0 || filter.includes(b.name));
+  if (selected.length === 0) {
+    process.stderr.write(`bench: no benchmark named ${filter.join(', ')}; there are: ${modules.map((m) => m.default.name).join(', ')}\n`);
+    process.exitCode = 2;
+    return;
+  }
+  mkdirSync(resultsDir, { recursive: true });
+  for (const bench of selected) {
+    process.stderr.write(`bench: ${bench.name}: ${bench.description}\n`);
+    const started = Date.now();
+    const rows = await bench.run({ progress: (message) => process.stderr.write(`bench: ${bench.name}: ${message}\n`) });
+    const file = join(resultsDir, `${bench.name}.json`);
+    const record = { benchmark: bench.name, description: bench.description, node: process.version, date: new Date(started).toISOString(), rows };
+    writeFileSync(file, `${JSON.stringify(record, null, 2)}\n`);
+    console.log(`\n## ${bench.name} — ${bench.description}\n${table(rows)}\n(${file})`);
+  }
+}
+
+await main(process.argv.slice(2));

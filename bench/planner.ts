@@ -1,0 +1,134 @@
+import {
+  balanceBound,
+  bucketOf,
+  createHashSettings,
+  plan,
+  Planner,
+  UNIT_BASE_WEIGHT,
+  type PlanChange,
+  type PlanInput,
+  type PlanResult,
+} from '../src/sharding/index.js';
+import { round, sampleMs, seededRandom, type Benchmark, type BenchRow } from './harness.js';
+
+const CLUSTERS = 1000;
+const SHARDS = 200;
+const NAMESPACES_PER_CLUSTER = 20;
+const OPERATOR = 'ops/root';
+
+/** 1,000 clusters with 20 namespaces each; object counts heavy-tailed (most small, a few large). */
+function fleet(random: () => number): PlanInput {
+  const clusters = Array.from({ length: CLUSTERS }, (_, i) => ({ name: `cluster-${String(i).padStart(4, '0')}`, labels: { fleet: 'prod' } }));
+  const weights = clusters.flatMap((c) =>
+    Array.from({ length: NAMESPACES_PER_CLUSTER }, (_, j) => ({
+      cluster: c.name,
+      namespace: `team-${j}-${Math.floor(random() * 40)}`,
+      objects: Math.min(3000, Math.floor(20 / (1 - random()) ** 0.7)),
+    })),
+  );
+  const shards = Array.from({ length: SHARDS }, (_, i) => ({ name: `shard-${String(i).padStart(3, '0')}`, homeCluster: clusters[i % CLUSTERS]!.name }));
+  return { clusters, weights, operators: [{ name: OPERATOR, clusters: { matchLabels: { fleet: 'prod' } }, multicluster: true, shards }] };
+}
+
+function unitWeights(input: PlanInput): Float64Array {
+  const settings = createHashSettings();
+  const index = new Map(input.clusters.map((c, i) => [c.name, i]));
+  const w = new Float64Array(input.clusters.length * settings.bucketCount).fill(UNIT_BASE_WEIGHT);
+  for (const x of input.weights) {
+    const u = index.get(x.cluster)! * settings.bucketCount + bucketOf(x.namespace, settings);
+    w[u] = w[u]! + x.objects;
+  }
+  return w;
+}
+
+/** The naive baseline: unit i goes to shard i mod N. Returns max/mean and the weight moved when N changes. */
+function roundRobin(weights: Float64Array, n: number, next: number) {
+  const loads = new Float64Array(n);
+  let moved = 0;
+  weights.forEach((w, i) => {
+    loads[i % n] = loads[i % n]! + w;
+    if (i % n !== i % next) moved += w;
+  });
+  const total = weights.reduce((a, b) => a + b, 0);
+  return { maxOverMean: Math.max(...loads) / (total / n), moved };
+}
+
+function balanceFigures(result: PlanResult, shards: number) {
+  const s = result.stats[OPERATOR]!;
+  const mean = s.totalWeight / shards;
+  const max = Math.max(...Object.values(s.loads));
+  return { maxOverMean: round(max / mean, 4), boundOverMean: round(balanceBound(s.totalWeight, shards, s.heaviestUnit) / mean, 4), withinBound: max <= balanceBound(s.totalWeight, shards, s.heaviestUnit) };
+}
+
+const benchmark: Benchmark = {
+  name: 'planner',
+  description: `cross-cluster planner, ${CLUSTERS} clusters x 32 buckets x ${SHARDS} shards (multicluster), from scratch and one change at a time`,
+  run: ({ progress }) => {
+    const input = fleet(seededRandom(42));
+    const weights = unitWeights(input);
+    const total = weights.reduce((a, b) => a + b, 0);
+    const heaviest = Math.max(...weights);
+    const rows: BenchRow[] = [];
+
+    progress('from scratch');
+    let first: PlanResult | undefined;
+    const scratch = sampleMs(() => (first = plan(input)), { runs: 15, prepare: () => undefined });
+    rows.push({ case: 'from scratch', ...scratch, units: weights.length, ...balanceFigures(first!, SHARDS) });
+
+    const changes: [string, PlanChange, (moved: number, result: PlanResult) => Record<string, number | boolean>][] = [
+      [
+        'add a shard',
+        { type: 'addShard', operator: OPERATOR, shard: { name: 'shard-new', homeCluster: 'cluster-0007' } },
+        (moved, result) => {
+          const rr = roundRobin(weights, SHARDS, SHARDS + 1);
+          return {
+            movedOverFairShare: round(moved / (total / (SHARDS + 1)), 3),
+            movedBoundOverFairShare: round((1.05 * total) / (SHARDS + 1) / (total / (SHARDS + 1)) + heaviest / (total / (SHARDS + 1)), 3),
+            roundRobinMovedOverFairShare: round(rr.moved / (total / (SHARDS + 1)), 1),
+            ...balanceFigures(result, SHARDS + 1),
+          };
+        },
+      ],
+      [
+        'remove a shard',
+        { type: 'removeShard', operator: OPERATOR, shard: 'shard-100' },
+        (moved, result) => {
+          const removedLoad = first!.stats[OPERATOR]!.loads['shard-100']!;
+          const rr = roundRobin(weights, SHARDS, SHARDS - 1);
+          return {
+            movedOverRemovedLoad: round(moved / removedLoad, 3),
+            roundRobinMovedOverRemovedLoad: round(rr.moved / removedLoad, 1),
+            ...balanceFigures(result, SHARDS - 1),
+          };
+        },
+      ],
+      [
+        'objects of one namespace x1.2',
+        { type: 'objects', cluster: input.weights[5]!.cluster, namespace: input.weights[5]!.namespace, objects: Math.round(input.weights[5]!.objects * 1.2) },
+        (_moved, result) => balanceFigures(result, SHARDS),
+      ],
+      ['one cluster goes Offline', { type: 'health', cluster: 'cluster-0003', health: 'Offline' }, (_moved, result) => balanceFigures(result, SHARDS)],
+    ];
+    for (const [name, change, figures] of changes) {
+      progress(name);
+      let moves = 0;
+      let moved = 0;
+      let planner: Planner | undefined;
+      const timing = sampleMs(
+        (p: Planner) => {
+          const m = p.apply(change);
+          moves = m.length;
+          moved = m.reduce((a, x) => a + x.weight, 0);
+          planner = p;
+        },
+        { runs: 15, prepare: () => new Planner(input) },
+      );
+      rows.push({ case: `incremental: ${name}`, ...timing, moves, ...figures(moved, planner!.result()) });
+    }
+    const rr = roundRobin(weights, SHARDS, SHARDS);
+    rows.push({ case: 'baseline: round-robin from scratch', maxOverMean: round(rr.maxOverMean, 4) });
+    return rows;
+  },
+};
+
+export default benchmark;
