@@ -68,6 +68,7 @@ export class RouteController {
   async stop(): Promise<void> {
     clearInterval(this.timer);
     await this.options.source.stop();
+    await this.options.store.idle();
   }
 
   readiness(): { ready: boolean; reasons: string[] } {

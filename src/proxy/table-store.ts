@@ -35,6 +35,11 @@ export class TableStore {
     return this.writes;
   }
 
+  /** Resolves once every queued save has finished (or failed: failures are reported to their callers). */
+  async idle(): Promise<void> {
+    await this.writes.catch(() => undefined);
+  }
+
   /** The stored table, or undefined when there is none yet. */
   async load(): Promise<StoredTable | undefined> {
     let text: string;

@@ -1,6 +1,6 @@
 import type { FaultInjectionSpec } from '../../api/index.js';
 import { durationMs } from './duration.js';
-import { resourceScore, type Call } from './matchers.js';
+import { globToRegExp, resourceScore, type Call } from './matchers.js';
 
 type HttpFault = NonNullable<FaultInjectionSpec['httpFault']>[number];
 type StringMatch = { exact?: string; prefix?: string; regex?: string };
@@ -47,10 +47,17 @@ export function inEffectiveTime(window: EffectiveTime | undefined, now: Date): b
 function faultMatches(fault: HttpFault, call: Call): boolean {
   const match = fault.match;
   if (match === undefined) return true;
-  if (call.kind === 'resource') return (match.resources ?? []).some((r) => resourceScore(r, call) !== undefined);
-  return (match.httpMatch ?? []).some(
+  if (call.kind === 'resource') {
+    return [...(match.resources ?? []), ...(match.relatedResources ?? [])].some((r) => resourceScore(r, call) !== undefined);
+  }
+  const byHttpMatch = (match.httpMatch ?? []).some(
     (h) => (h.method === undefined || h.method.toUpperCase() === call.method) && stringMatches(h.host, call.host) && stringMatches(h.path, call.path),
   );
+  // KusionStack's Go form: URL globs and methods, each list matching any of its entries.
+  const byRestRule = (match.restRules ?? []).some(
+    (r) => r.method.some((m) => m === '*' || m.toUpperCase() === call.method) && r.url.some((u) => globToRegExp(u).test(call.url)),
+  );
+  return byHttpMatch || byRestRule;
 }
 
 /**

@@ -116,3 +116,20 @@ describe('FaultRules', () => {
     expect(ext.plan({ ...post('https://payments.example.internal/v1/pay'), method: 'GET' }, new Date(0), () => 0).abort).toBeUndefined();
   });
 });
+
+describe('FaultRules in KusionStack\'s Go field names', () => {
+  it('matches relatedResources and restRules like resources and httpMatch', () => {
+    const faults = new FaultRules([
+      {
+        httpFault: [
+          { name: 'go-resources', abort: { httpStatus: 500, percent: 100 }, match: { relatedResources: [{ resources: ['pods'], verbs: ['delete'] }] } },
+          { name: 'go-rest', delay: { fixedDelay: '1s', percent: 100 }, match: { restRules: [{ url: ['https://api.example/*'], method: ['GET'] }] } },
+        ],
+      },
+    ]);
+    expect(faults.plan(podDelete, new Date(0), () => 0).abort).toEqual({ rule: 'go-resources', httpStatus: 500 });
+    const get: RestCall = { kind: 'rest', method: 'GET', host: 'api.example', path: '/v1', url: 'https://api.example/v1' };
+    expect(faults.plan(get, new Date(0), () => 0)).toMatchObject({ delayMs: 1000, abort: undefined });
+    expect(faults.plan({ ...get, method: 'POST' }, new Date(0), () => 0).delayMs).toBe(0);
+  });
+});
