@@ -6,7 +6,7 @@ import { forward, readBody, sendRestored, type UpstreamResponse } from './forwar
 import { parseRequestInfo, type RequestInfo } from './request-info.js';
 import type { RouteController } from './route-controller.js';
 import type { ClusterEntry } from './route-state.js';
-import { mergeSelectors } from './shard-view.js';
+import { withClientSelector } from './shard-view.js';
 import { statusBody, type KubeStatus } from './status.js';
 import { WatchEventFilter } from './watch-filter.js';
 
@@ -87,7 +87,7 @@ export function createApiHandler(options: ApiHandlerOptions): (request: FastifyR
       observe(decision.body.code);
       return sendStatus(reply, decision.body);
     }
-    if (decision.labelSelector !== undefined) query.set('labelSelector', mergeSelectors(query.get('labelSelector'), decision.labelSelector));
+    if (decision.labelSelector !== undefined) query.set('labelSelector', withClientSelector(query.get('labelSelector'), decision.labelSelector));
     const filterWatch = decision.filterWatch === true && info.kind === 'resource';
 
     const onResponse = (out: FastifyReply, res: UpstreamResponse): void => {

@@ -24,7 +24,7 @@ export { isWrite, parseRequestInfo, type RequestInfo, type ResourceRequest, type
 export { type RouteSource, type RouteSourceHandlers } from './route-source.js';
 export { operatorKubeconfig } from './operator-kubeconfig.js';
 export { parseRouteTable, readRouteTable } from './route-table-file.js';
-export { ClusterShardView, mergeSelectors, shardFunctions, type ShardFunctions } from './shard-view.js';
+export { ClusterShardView, withClientSelector } from './shard-view.js';
 export { statusBody, type KubeStatus } from './status.js';
 export { TableStore, type StoredTable } from './table-store.js';
 export { loadCredentials } from './credentials.js';

@@ -9,7 +9,6 @@ import type { BreakerOptions } from './cluster-breaker.js';
 import { ClusterLinks } from './cluster-links.js';
 import { RouteController } from './route-controller.js';
 import type { RouteSource } from './route-source.js';
-import type { ShardFunctions } from './shard-view.js';
 import type { TableStore } from './table-store.js';
 import { createUpgradeHandler } from './upgrade.js';
 import type { ClusterCredentials, UpstreamOptions } from './upstream.js';
@@ -34,7 +33,6 @@ export interface ProxyDeps {
   source: RouteSource;
   store: TableStore;
   credentials: ReadonlyMap<string, ClusterCredentials>;
-  functions: ShardFunctions;
   registry: Registry;
   logger: Logger;
   now: () => number;
@@ -61,7 +59,7 @@ export async function startProxy(deps: ProxyDeps): Promise<RunningProxy> {
   const { config, logger, registry } = deps;
   const metrics = createProxyMetrics(registry);
   const links = new ClusterLinks({ credentials: deps.credentials, upstream: config.upstream, breaker: config.breaker, metrics, logger });
-  const controller = new RouteController({ source: deps.source, store: deps.store, functions: deps.functions, links, metrics, logger, now: deps.now });
+  const controller = new RouteController({ source: deps.source, store: deps.store, links, metrics, logger, now: deps.now });
   await controller.start();
 
   // A log line per request would cost more than the proxying; requests are counted in the metrics instead.

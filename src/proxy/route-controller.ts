@@ -5,14 +5,12 @@ import { leaseExpired } from './fencing.js';
 import type { RouteSource } from './route-source.js';
 import type { ClusterLinks } from './cluster-links.js';
 import { RouteState } from './route-state.js';
-import type { ShardFunctions } from './shard-view.js';
 import type { TableStore } from './table-store.js';
 import { WatchRegistry } from './watch-registry.js';
 
 export interface RouteControllerOptions {
   source: RouteSource;
   store: TableStore;
-  functions: ShardFunctions;
   /** Per-cluster pools and breakers; consulted only when a table or the fencing changes. */
   links: ClusterLinks;
   metrics: ProxyMetrics;
@@ -122,8 +120,8 @@ export class RouteController {
   }
 
   private install(table: RouteTable, why: string, fenced = false): void {
-    const { functions, links, metrics, logger, now } = this.options;
-    const state = new RouteState({ table, fenced, functions, link: (route) => links.link(route) });
+    const { links, metrics, logger, now } = this.options;
+    const state = new RouteState({ table, fenced, link: (route) => links.link(route) });
     this.state = state;
     this.watches.reconcile(state, (watch, reason) => metrics.watchesEnded.inc({ cluster: watch.cluster, reason }));
     links.retain(new Set(state.clusters.keys()));

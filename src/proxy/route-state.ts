@@ -3,7 +3,7 @@ import type { RouteTable } from '../transport/index.js';
 import type { Forward } from './cluster-breaker.js';
 import type { ClusterMetrics } from './cluster-metrics.js';
 import { LockRenamer } from './leader-election.js';
-import { ClusterShardView, type ShardFunctions } from './shard-view.js';
+import { ClusterShardView } from './shard-view.js';
 import type { ClusterUpstream } from './upstream.js';
 
 /** A cluster's connection and breaker, kept across route tables while the cluster's address is unchanged. */
@@ -31,14 +31,13 @@ export class RouteState {
   constructor(options: {
     table: RouteTable;
     fenced: boolean;
-    functions: ShardFunctions;
     link: (route: RouteTable['clusters'][number]) => ClusterLink;
   }) {
-    const { table, fenced, functions, link } = options;
+    const { table, fenced, link } = options;
     this.table = table;
     this.fenced = fenced;
     this.clusters = new Map(
-      table.clusters.map((route) => [route.name, { ...link(route), view: new ClusterShardView({ table, route, functions, fenced }) }]),
+      table.clusters.map((route) => [route.name, { ...link(route), view: new ClusterShardView({ table, route, fenced }) }]),
     );
     this.home = this.clusters.get(table.homeCluster);
     this.renamer = table.leaderElectionName ? new LockRenamer(table.leaderElectionName, table.shard) : undefined;

@@ -1,30 +1,20 @@
-import type { LabelSelector } from '../api/index.js';
-import { bucketOf, compileSelector, matches, renderSelector } from '../sharding/index.js';
+import {
+  bucketOf,
+  compileSelector,
+  createHashSettings,
+  matches,
+  mergeSelectors,
+  ownedSelector,
+  renderSelector,
+  type HashSettings,
+  type Requirements,
+} from '../sharding/index.js';
 import type { ClusterRoute, RouteTable } from '../transport/index.js';
-
-/** The pure sharding functions the proxy applies (from src/sharding), passed in so this module stays small. */
-export interface ShardFunctions {
-  bucketOf(namespace: string, algorithm: RouteTable['hashAlgorithm'], bucketCount: number): number;
-  renderSelector(selector: LabelSelector): string;
-  /** Compiles a selector once into a test applied to each watch event. */
-  compileMatcher(selector: LabelSelector): (labels: Readonly<Record<string, string>>) => boolean;
-}
-
-/** The functions of src/sharding, as the proxy applies them. */
-export const shardFunctions: ShardFunctions = Object.freeze({
-  bucketOf: (namespace: string, algorithm: RouteTable['hashAlgorithm'], bucketCount: number) => bucketOf(namespace, { algorithm, bucketCount }),
-  renderSelector: (selector: LabelSelector) => renderSelector(compileSelector(selector)),
-  compileMatcher: (selector: LabelSelector) => {
-    const requirements = compileSelector(selector);
-    return (labels: Readonly<Record<string, string>>) => matches(requirements, labels);
-  },
-});
 
 interface CompiledLimit {
   groups: ReadonlySet<string>;
   resources: ReadonlySet<string>;
-  matches: (labels: Readonly<Record<string, string>>) => boolean;
-  rendered: string;
+  requirements: Requirements;
 }
 
 /**
@@ -35,30 +25,26 @@ interface CompiledLimit {
 export class ClusterShardView {
   readonly name: string;
   readonly owned: ReadonlySet<number>;
-  private readonly hashLabel: string;
-  private readonly bucketSelector: string;
+  private readonly settings: HashSettings;
+  private readonly owns: Requirements;
   private readonly limits: CompiledLimit[];
   private readonly owners: ReadonlyMap<number, string>;
   private readonly selectors = new Map<string, string>();
   private readonly namespaceBuckets = new Map<string, number>();
-  private readonly bucketOfNamespace: (namespace: string) => number;
 
-  constructor(options: { table: RouteTable; route: ClusterRoute; functions: ShardFunctions; fenced: boolean }) {
-    const { table, route, functions, fenced } = options;
+  constructor(options: { table: RouteTable; route: ClusterRoute; fenced: boolean }) {
+    const { table, route, fenced } = options;
     this.name = route.name;
-    this.hashLabel = table.labels.hash;
+    this.settings = createHashSettings({ algorithm: table.hashAlgorithm, bucketCount: table.bucketCount, labels: table.labels });
     this.owned = new Set(fenced ? [] : route.buckets);
-    // `key,!key` matches nothing yet is valid, so a shard owning nothing gets a real (empty) list or watch.
-    this.bucketSelector =
-      this.owned.size === 0 ? `${this.hashLabel},!${this.hashLabel}` : `${this.hashLabel} in (${[...this.owned].sort((a, b) => a - b).join(',')})`;
+    // Nothing owned gives `key,!key`: valid yet matching nothing, so such a shard gets a real (empty) list or watch.
+    this.owns = ownedSelector({ buckets: [...this.owned].sort((a, b) => a - b), settings: this.settings }).requirements;
     this.limits = route.limits.map((limit) => ({
       groups: new Set(limit.relateResources.flatMap((r) => r.apiGroups)),
       resources: new Set(limit.relateResources.flatMap((r) => r.resources)),
-      matches: functions.compileMatcher(limit.selector),
-      rendered: functions.renderSelector(limit.selector),
+      requirements: compileSelector(limit.selector),
     }));
     this.owners = new Map(Object.entries(route.bucketOwners ?? {}).map(([bucket, shard]) => [Number(bucket), shard]));
-    this.bucketOfNamespace = (namespace) => functions.bucketOf(namespace, table.hashAlgorithm, table.bucketCount);
   }
 
   get ownsNothing(): boolean {
@@ -70,9 +56,8 @@ export class ClusterShardView {
     const key = `${group}/${resource}`;
     let selector = this.selectors.get(key);
     if (selector === undefined) {
-      const parts = [this.bucketSelector];
-      for (const limit of this.limitsFor(group, resource)) if (limit.rendered !== '') parts.push(limit.rendered);
-      selector = parts.join(',');
+      const limits = this.limitsFor(group, resource).map((l) => l.requirements);
+      selector = renderSelector(limits.length === 0 ? this.owns : mergeSelectors(this.owns, ...limits).requirements);
       this.selectors.set(key, selector);
     }
     return selector;
@@ -86,7 +71,7 @@ export class ClusterShardView {
   bucketOf(namespace: string): number {
     let bucket = this.namespaceBuckets.get(namespace);
     if (bucket === undefined) {
-      bucket = this.bucketOfNamespace(namespace);
+      bucket = bucketOf(namespace, this.settings);
       this.namespaceBuckets.set(namespace, bucket);
     }
     return bucket;
@@ -102,9 +87,9 @@ export class ClusterShardView {
 
   /** Whether an object (by its labels) belongs to this shard: the test applied to watch events. */
   admits(group: string, resource: string, labels: Readonly<Record<string, string>>): boolean {
-    const hash = labels[this.hashLabel];
+    const hash = labels[this.settings.labels.hash];
     if (hash === undefined || !this.owned.has(Number(hash))) return false;
-    return this.limitsFor(group, resource).every((limit) => limit.matches(labels));
+    return this.limitsFor(group, resource).every((limit) => matches(limit.requirements, labels));
   }
 
   private limitsFor(group: string, resource: string): CompiledLimit[] {
@@ -114,7 +99,11 @@ export class ClusterShardView {
   }
 }
 
-/** Appends the shard's selector to the client's: requirements separated by commas are ANDed, never weakened. */
-export function mergeSelectors(client: string | null, shard: string): string {
+/**
+ * Appends the shard's selector to the client's: requirements separated by commas are ANDed, so the client's are
+ * never weakened. Plain text, not sharding's mergeQuery: no parse per request, and the API server still rejects a
+ * malformed client selector with its own 400.
+ */
+export function withClientSelector(client: string | null, shard: string): string {
   return client === null || client.trim() === '' ? shard : `${client},${shard}`;
 }

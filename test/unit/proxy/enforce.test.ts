@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ClusterShardView, decide, mergeSelectors, parseRequestInfo, shardFunctions } from '../../../src/proxy/index.js';
+import { ClusterShardView, decide, withClientSelector, parseRequestInfo } from '../../../src/proxy/index.js';
 import type { RouteTable } from '../../../src/transport/index.js';
 
 // KusionStack hash vectors: ns-a -> 15, ns-b -> 16, default -> 5.
@@ -25,15 +25,15 @@ const table: RouteTable = {
     },
   ],
 };
-const view = new ClusterShardView({ table, route: table.clusters[0]!, functions: shardFunctions, fenced: false });
+const view = new ClusterShardView({ table, route: table.clusters[0]!, fenced: false });
 const request = (method: string, path: string, query = '') => decide(parseRequestInfo(method, path, new URLSearchParams(query)), view, 's1');
 const HASH = 'ctrlmesh.kusionstack.io/shard-hash';
 
 describe('decide', () => {
   it('injects the owned buckets into lists and watches, AND the limits for the resources they name', () => {
-    expect(request('GET', '/api/v1/configmaps')).toEqual({ kind: 'forward', labelSelector: `${HASH} in (3,15)`, filterWatch: false });
-    expect(request('GET', '/api/v1/namespaces/ns-b/pods', 'watch=1')).toEqual({ kind: 'forward', labelSelector: `${HASH} in (3,15),app=foo`, filterWatch: true });
-    expect(request('GET', '/api/v1/nodes')).toEqual({ kind: 'forward', labelSelector: `${HASH} in (3,15),app=foo`, filterWatch: false });
+    expect(request('GET', '/api/v1/configmaps')).toEqual({ kind: 'forward', labelSelector: `${HASH} in (15,3)`, filterWatch: false });
+    expect(request('GET', '/api/v1/namespaces/ns-b/pods', 'watch=1')).toEqual({ kind: 'forward', labelSelector: `app=foo,${HASH} in (15,3)`, filterWatch: true });
+    expect(request('GET', '/api/v1/nodes')).toEqual({ kind: 'forward', labelSelector: `app=foo,${HASH} in (15,3)`, filterWatch: false });
     expect(request('GET', '/api/v1/persistentvolumes')).toEqual({ kind: 'forward' });
     expect(request('GET', '/version')).toEqual({ kind: 'forward' });
   });
@@ -57,12 +57,12 @@ describe('decide', () => {
   });
 
   it('gives a shard owning nothing a valid selector that matches nothing', () => {
-    const empty = new ClusterShardView({ table, route: table.clusters[0]!, functions: shardFunctions, fenced: true });
+    const empty = new ClusterShardView({ table, route: table.clusters[0]!, fenced: true });
     expect(empty.selectorFor('', 'configmaps')).toBe(`${HASH},!${HASH}`);
   });
 
   it('never weakens the client selector', () => {
-    expect(mergeSelectors(null, 'a in (1)')).toBe('a in (1)');
-    expect(mergeSelectors('app=x', 'a in (1)')).toBe('app=x,a in (1)');
+    expect(withClientSelector(null, 'a in (1)')).toBe('a in (1)');
+    expect(withClientSelector('app=x', 'a in (1)')).toBe('app=x,a in (1)');
   });
 });

@@ -8,7 +8,6 @@ import { createProxyMetrics } from '../../../src/metrics/index.js';
 import { ClusterLinks } from '../../../src/proxy/cluster-links.js';
 import { RouteController } from '../../../src/proxy/route-controller.js';
 import type { RouteSource, RouteSourceHandlers } from '../../../src/proxy/route-source.js';
-import { shardFunctions } from '../../../src/proxy/shard-view.js';
 import { TableStore } from '../../../src/proxy/table-store.js';
 import type { RouteTable } from '../../../src/transport/index.js';
 
@@ -78,7 +77,7 @@ describe('RouteController', () => {
       logger,
     });
     links.push(link);
-    const controller = new RouteController({ source, store: new TableStore(join(dir, 'store.json')), functions: shardFunctions, links: link, metrics, logger, now: () => now, tickMs: 100 });
+    const controller = new RouteController({ source, store: new TableStore(join(dir, 'store.json')), links: link, metrics, logger, now: () => now, tickMs: 100 });
     controllers.push(controller);
     return controller;
   }
