@@ -2,12 +2,12 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { ApiException, CoreV1Api } from '@kubernetes/client-node';
+import { CoreV1Api } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startApiServer, writeKubeconfig, type ApiServerHandle } from '../../src/dev/index.js';
 import { createRegistry, createProxyMetrics } from '../../src/metrics/index.js';
 import { judge, loadRules, startEgressProxy } from '../../src/proxy/index.js';
-import { HASH_LABEL, bucket, clusterRoute, routeTable, settles, silent, startTestProxy, type TestProxy } from './helpers/proxy.js';
+import { HASH_LABEL, bucket, clusterRoute, code, routeTable, settles, silent, startTestProxy, type TestProxy } from './helpers/proxy.js';
 import { cluster, kubeConfigFor, testbed, uniqueName } from './helpers/testbed.js';
 
 /** The reference manifests, beside the repository as in every clone that CI makes. */
@@ -19,16 +19,6 @@ async function metricValue(harness: TestProxy, name: string, labels: Record<stri
   const pairs = Object.entries(labels).map(([k, v]) => `${k}="${v}"`);
   const line = text.split('\n').find((l) => l.startsWith(`${name}{`) && pairs.every((p) => l.includes(p)));
   return line === undefined ? undefined : Number(line.split(' ').at(-1));
-}
-
-async function code(call: Promise<unknown>): Promise<number> {
-  try {
-    await call;
-    return 200;
-  } catch (err) {
-    if (err instanceof ApiException) return err.code;
-    throw err;
-  }
 }
 
 describe('a cluster breaker in front of an API server that stops', () => {

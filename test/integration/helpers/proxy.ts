@@ -1,7 +1,7 @@
 import { mkdir, mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { KubeConfig } from '@kubernetes/client-node';
+import { ApiException, KubeConfig } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import type { ClusterInfo } from '../../../src/dev/index.js';
 import { createRegistry } from '../../../src/metrics/index.js';
@@ -144,4 +144,15 @@ export async function settles(assertion: () => unknown, timeoutMs = 15_000): Pro
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
   }
+}
+
+/** The HTTP status a client-node call ended with (200 when it succeeded). */
+export function code(call: Promise<unknown>): Promise<number> {
+  return call.then(
+    () => 200,
+    (err: unknown) => {
+      if (err instanceof ApiException) return err.code;
+      throw err;
+    },
+  );
 }
