@@ -56,7 +56,8 @@ export function createApiHandler(options: ApiHandlerOptions): (request: FastifyR
     if (entry === undefined) {
       return sendStatus(reply, statusBody(404, 'NotFound', `cluster "${clusterName}" is not in the route table of shard "${state.table.shard}"`));
     }
-    const query = new URLSearchParams(q < 0 ? '' : rawUrl.slice(q + 1));
+    const rawQuery = q < 0 ? '' : rawUrl.slice(q + 1);
+    const query = new URLSearchParams(rawQuery);
     const info = parseRequestInfo(request.method, split.path, query);
     const verb = info.kind === 'resource' ? info.verb : 'nonresource';
     const resource = info.kind === 'resource' ? info.resource : '';
@@ -87,7 +88,12 @@ export function createApiHandler(options: ApiHandlerOptions): (request: FastifyR
       observe(decision.body.code);
       return sendStatus(reply, decision.body);
     }
-    if (decision.labelSelector !== undefined) query.set('labelSelector', withClientSelector(query.get('labelSelector'), decision.labelSelector));
+    // The query is rebuilt only when a selector is injected; otherwise it goes on exactly as the client wrote it.
+    let upstreamQuery = rawQuery;
+    if (decision.labelSelector !== undefined) {
+      query.set('labelSelector', withClientSelector(query.get('labelSelector'), decision.labelSelector));
+      upstreamQuery = query.toString();
+    }
     const filterWatch = decision.filterWatch === true && info.kind === 'resource';
 
     const onResponse = (out: FastifyReply, res: UpstreamResponse): void => {
@@ -104,7 +110,7 @@ export function createApiHandler(options: ApiHandlerOptions): (request: FastifyR
     };
     try {
       await entry.breaker.fire(() =>
-        forward(request, reply, { entry, path, query: query.toString(), body, json: filterWatch, onResponse }),
+        forward(request, reply, { entry, path, query: upstreamQuery, body, json: filterWatch, onResponse }),
       );
     } catch (err) {
       if (reply.sent) return reply;
