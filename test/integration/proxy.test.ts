@@ -1,3 +1,4 @@
+import { request } from 'node:http';
 import { ApiException, CoordinationV1Api, CoreV1Api, type V1ConfigMap } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HASH_LABEL, bucket, clusterRoute, namespaceOutside, routeTable, settles, startTestProxy, type TestProxy } from './helpers/proxy.js';
@@ -32,6 +33,31 @@ function watchEvents(url: string, signal: AbortSignal): { events: { type: string
     if ((err as Error).name !== 'AbortError') throw err;
   });
   return { events, done };
+}
+
+/** Sends an exec upgrade (WebSocket, as kubectl 1.30+ does) through the proxy; resolves with the answer's status and body. */
+function execUpgrade(url: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, {
+      headers: {
+        connection: 'Upgrade',
+        upgrade: 'websocket',
+        'sec-websocket-key': Buffer.from('0123456789abcdef').toString('base64'),
+        'sec-websocket-version': '13',
+        'sec-websocket-protocol': 'v5.channel.k8s.io',
+      },
+    });
+    req.on('response', (res) => {
+      let body = '';
+      res.setEncoding('utf8').on('data', (c: string) => (body += c)).on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on('upgrade', (res, socket) => {
+      socket.destroy();
+      resolve({ status: res.statusCode ?? 0, body: '' });
+    });
+    req.on('error', reject);
+    req.end();
+  });
 }
 
 describe('the proxy in front of real API servers, with a static route table', () => {
@@ -127,6 +153,17 @@ describe('the proxy in front of real API servers, with a static route table', ()
     expect(watch.events.every((e) => e.type === 'DELETED' || e.object.metadata?.labels?.[HASH_LABEL] !== foreignBucket)).toBe(true);
     controller.abort();
     await watch.done;
+  });
+
+  it('passes exec upgrades through to the API server inside the shard, and refuses them outside', async () => {
+    await admin.createNamespacedPod({ namespace: ownedNs, body: { metadata: { name: 'p', labels: { [HASH_LABEL]: String(bucket(ownedNs)) } }, spec: { containers: [{ name: 'c', image: 'busybox' }] } } });
+    // No kubelet in the test bed: the API server itself answers that the pod has no node, through the spliced connection.
+    const inside = await execUpgrade(`${harness.proxy.apiUrl}/api/v1/namespaces/${ownedNs}/pods/p/exec?command=true&stdout=true`);
+    expect(inside.status).toBe(400);
+    expect(inside.body).toContain('does not have a host assigned');
+    const outside = await execUpgrade(`${harness.proxy.apiUrl}/api/v1/namespaces/${foreignNs}/pods/p/exec?command=true&stdout=true`);
+    expect(outside.status).toBe(404);
+    expect(JSON.parse(outside.body).reason).toBe('NotFound');
   });
 
   it('renames the leader-election lock per shard, and back', async () => {
