@@ -104,9 +104,13 @@ describe('the reference CircuitBreaker and FaultInjection examples', () => {
   let harness: TestProxy;
   let clock = Date.parse('2026-11-20T10:00:00Z'); // a Friday, inside flaky-external's 09:00-18:00 weekdays
   let roll = 0.1;
+  let createdNs = false;
 
   beforeAll(async () => {
-    await admin.createNamespace({ body: { metadata: { name: ns } } }).catch(() => undefined);
+    createdNs = await admin.createNamespace({ body: { metadata: { name: ns } } }).then(
+      () => true,
+      () => false,
+    );
     for (let i = 0; i < 12; i++) {
       await admin.createNamespacedPod({ namespace: ns, body: { metadata: { name: `p${i}`, labels: { [HASH_LABEL]: '15' } }, spec: { containers: [{ name: 'c', image: 'busybox' }] } } });
     }
@@ -123,6 +127,7 @@ describe('the reference CircuitBreaker and FaultInjection examples', () => {
   afterAll(async () => {
     await harness?.close();
     await admin.deleteCollectionNamespacedPod({ namespace: ns, gracePeriodSeconds: 0 }).catch(() => undefined);
+    if (createdNs) await admin.deleteNamespace({ name: ns });
   });
 
   it('"deletes": 10 pod deletes pass, then the breaker opens (417) for the 5m sleeping window', async () => {
