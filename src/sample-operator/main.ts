@@ -27,6 +27,8 @@ const selector = values.selector ?? 'app=demo';
 const base = new KubeConfig();
 base.loadFromFile(kubeconfigPath);
 const contexts = values.contexts ? values.contexts.split(',') : [base.getCurrentContext()];
+// Stopping aborts the informers' requests, which they report as errors: not worth a line or a restart.
+let stopping = false;
 const out = (line: string): void => {
   process.stdout.write(`${line}\n`);
 };
@@ -49,6 +51,7 @@ async function run(context: string): Promise<Informer<V1ConfigMap>> {
   informer.on('update', handle);
   // client-node's informer re-lists on 410 by itself; after other errors it must be started again.
   informer.on('error', (err: unknown) => {
+    if (stopping) return;
     process.stderr.write(`informer error${suffix}: ${(err as Error)?.message ?? String(err)}; restarting in 1s\n`);
     setTimeout(() => void informer.start().catch(() => undefined), 1000);
   });
@@ -59,6 +62,7 @@ async function run(context: string): Promise<Informer<V1ConfigMap>> {
 const informers = await Promise.all(contexts.map(run));
 out(`started shard=${shard}`);
 const stop = (): void => {
+  stopping = true;
   for (const informer of informers) void informer.stop();
   process.exit(0);
 };

@@ -63,7 +63,14 @@ describe('the sample operator as 3 shards through 3 proxies over 2 clusters', ()
   }, 120_000);
 
   afterAll(async () => {
-    for (const child of operators) child.kill('SIGTERM');
+    // Operators first, so their watches do not see the proxies go away.
+    await Promise.all(
+      operators.map((child) => {
+        const exited = new Promise((resolve) => child.once('exit', resolve));
+        child.kill('SIGTERM');
+        return child.exitCode === null ? exited : undefined;
+      }),
+    );
     for (const harness of harnesses) await harness.close();
     for (const admin of admins) for (const ns of namespaces) await admin.deleteNamespace({ name: ns }).catch(() => undefined);
   });
