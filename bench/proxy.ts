@@ -5,9 +5,11 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Pool } from 'undici';
 import { freePort, resolveTool, startApiServer, startEtcd, type ApiServerHandle, type EtcdHandle } from '../src/dev/index.js';
+import { ClusterShardView, decide, parseRequestInfo, withClientSelector } from '../src/proxy/index.js';
 import { bucketOf } from '../src/sharding/index.js';
 import type { RouteTable } from '../src/transport/index.js';
-import { round, type Benchmark, type BenchRow } from './harness.js';
+import CircuitBreaker from 'opossum';
+import { cpuNs, round, timePerOp, type Benchmark, type BenchRow } from './harness.js';
 
 /** dist/bench/proxy.js -> dist/src/cli/main.js (the built CLI, run as the sidecar would be). */
 const CLI = join(fileURLToPath(new URL('.', import.meta.url)), '..', 'src', 'cli', 'main.js');
@@ -148,6 +150,41 @@ function routeTable(server: ApiServerHandle, bucket: number): RouteTable {
   };
 }
 
+/** CPU cost of the proxy's own per-request logic, without I/O: parse the request, decide, merge the selector. */
+function decisionRows(server: ApiServerHandle, bucket: number): BenchRow[] {
+  const table = routeTable(server, bucket);
+  const view = new ClusterShardView({ table, route: table.clusters[0]!, fenced: false });
+  const list = new URLSearchParams('labelSelector=app%3Dbench&limit=500');
+  const get = new URLSearchParams('');
+  return [
+    {
+      case: 'decision path, LIST (parse, decide, merge selector)',
+      ...timePerOp(() => {
+        const decision = decide(parseRequestInfo('GET', `/api/v1/namespaces/${NAMESPACE}/configmaps`, list), view, 'bench-0');
+        if (decision.kind === 'forward' && decision.labelSelector) withClientSelector(list.get('labelSelector'), decision.labelSelector);
+      }),
+    },
+    { case: 'decision path, GET (parse, decide)', ...timePerOp(() => decide(parseRequestInfo('GET', `/api/v1/namespaces/${NAMESPACE}/configmaps/cm-1`, get), view, 'bench-0')) },
+  ];
+}
+
+/** CPU ns an opossum fire adds around a call that resolves at once (the breaker's share of each request). */
+async function breakerRow(): Promise<BenchRow> {
+  const noop = (): Promise<void> => Promise.resolve();
+  const breaker = new CircuitBreaker((run: () => Promise<void>) => run(), { timeout: false, volumeThreshold: 5, errorThresholdPercentage: 50 });
+  const runs = 200_000;
+  const timed = async (call: () => Promise<void>): Promise<number> => {
+    for (let i = 0; i < 10_000; i++) await call();
+    const start = cpuNs();
+    for (let i = 0; i < runs; i++) await call();
+    return (cpuNs() - start) / runs;
+  };
+  const bare = await timed(noop);
+  const fired = await timed(() => breaker.fire(noop));
+  breaker.shutdown();
+  return { case: 'opossum fire overhead (ns per call)', nsPerOp: round(fired - bare, 1) };
+}
+
 const benchmark: Benchmark = {
   name: 'proxy',
   description:
@@ -232,6 +269,8 @@ const benchmark: Benchmark = {
           });
         }
       }
+
+      rows.push(...decisionRows(server, bucket), await breakerRow());
 
       progress(`watch events per second: ${WATCH_UPDATES} updates watched through ctrlmesh proxy`);
       const watched = await watchRate(apiUrl, direct);
