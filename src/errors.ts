@@ -17,6 +17,14 @@ export const ErrorCodes = {
   TOOL: 'CM_TOOL',
   /** A server of the local test bed did not start or did not become ready. */
   TESTBED: 'CM_TESTBED',
+  /** A message to send does not satisfy its schema (a bug in the sender). */
+  MESSAGE: 'CM_MESSAGE',
+  /** NATS or JetStream refused or failed an operation (connection, bucket, request). */
+  NATS: 'CM_NATS',
+  /** The hub's status API cannot be reached or answered with an error. */
+  HUB_UNREACHABLE: 'CM_HUB_UNREACHABLE',
+  /** The hub refused an agent's registration (wrong token, bad identity). */
+  REGISTRATION: 'CM_REGISTRATION',
 } as const;
 
 export type ErrorCode = (typeof ErrorCodes)[keyof typeof ErrorCodes];

@@ -13,7 +13,13 @@ export {
 export { labelKeyProblem, labelValueProblem } from './label-syntax.js';
 export { type CircuitBreakerModel, type CircuitBreakerSpec } from './circuit-breaker.js';
 export { type FaultInjectionModel, type FaultInjectionSpec } from './fault-injection.js';
-export { type RootModel, type ShardLimit, type ShardingConfigModel, type ShardingConfigSpec } from './sharding-config.js';
+export {
+  type RootModel,
+  type ShardLimit,
+  type ShardingConfigModel,
+  type ShardingConfigSpec,
+  type ShardingConfigStatus,
+} from './sharding-config.js';
 export {
   formatProblems,
   schemaProblems,

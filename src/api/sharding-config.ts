@@ -115,10 +115,40 @@ export const ShardingConfigStatusSchema = Type.Object(
       Type.Object({ childShardingConfigs: Type.Optional(Type.Array(Type.String())) }, closed),
     ),
     observedGeneration: Type.Optional(Type.Integer({ minimum: 0 })),
+    /** Written by the agent: Accepted (True/False) with the validation message when False. */
+    conditions: Type.Optional(
+      Type.Array(
+        Type.Object(
+          {
+            type: Type.String(),
+            status: Type.Union([Type.Literal('True'), Type.Literal('False'), Type.Literal('Unknown')]),
+            reason: Type.String(),
+            message: Type.String(),
+            lastTransitionTime: Type.String(),
+            observedGeneration: Type.Optional(Type.Integer({ minimum: 0 })),
+          },
+          closed,
+        ),
+      ),
+    ),
+    /** Written by the agent from the hub's route tables: the buckets each shard owns, per cluster. */
+    shards: Type.Optional(
+      Type.Array(
+        Type.Object(
+          {
+            name: Type.String(),
+            version: Type.Integer({ minimum: 0 }),
+            clusters: Type.Array(Type.Object({ name: Type.String(), buckets: Type.Array(Type.Integer({ minimum: 0 })) }, closed)),
+          },
+          closed,
+        ),
+      ),
+    ),
   },
   closed,
 );
 
+export type ShardingConfigStatus = Static<typeof ShardingConfigStatusSchema>;
 export type ShardingConfigSpec = Static<typeof ShardingConfigSpecSchema>;
 export type LimitInput = Static<typeof LimitSchema>;
 

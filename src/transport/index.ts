@@ -5,3 +5,45 @@ export {
   type ClusterRoute,
   type RouteTable,
 } from './route-table.js';
+export { Buckets, Keys, Subjects, decodeToken, encodeToken, type BucketName } from './names.js';
+export {
+  AckSchema,
+  ClusterIdentitySchema,
+  ClusterRecordSchema,
+  ClusterReportSchema,
+  HandoverStateSchema,
+  HeartbeatSchema,
+  MESSAGE_SCHEMA_VERSION,
+  Messages,
+  RegisterReplySchema,
+  RegisterRequestSchema,
+  type Ack,
+  type ClusterIdentity,
+  type ClusterRecord,
+  type ClusterReport,
+  type Heartbeat,
+  type MessageKind,
+  type ObjectCount,
+  type RegisterReply,
+  type RegisterRequest,
+  type ReportedNamespace,
+  type ReportedObject,
+  type ReportedPod,
+  type HandoverRecord,
+  type HandoverStateRecord,
+} from './messages.js';
+export { decodeMessage, encodeMessage, receiveMessage, type DecodeResult } from './codec.js';
+export { connectNats, type ConnectOptions, type ConnectionEvent, type ConnectionState, type NatsLink } from './connection.js';
+export { createBuckets, openBucket, type ControlBuckets, type CreateBucketsOptions } from './buckets.js';
+export { watchKv, type Watch, type WatchKvOptions } from './kv-watch.js';
+export { publishMessage, requestMessage, respondMessage, subscribeMessages, type SubscribeOptions } from './pubsub.js';
+export {
+  RouteTableKind,
+  acknowledge,
+  publishRouteTable,
+  readRouteTable,
+  subscribeAcks,
+  watchRouteTable,
+  type AcknowledgeOptions,
+  type WatchRouteTableOptions,
+} from './routes.js';

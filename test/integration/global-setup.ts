@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process';
+import { rmSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -20,11 +21,16 @@ export default async function setup(project: TestProject): Promise<() => Promise
   await promisify(execFile)(process.execPath, [join('node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json']);
   say(`dist/ built in ${((Date.now() - started) / 1000).toFixed(1)} s`);
   const dir = await mkdtemp(join(tmpdir(), 'ctrlmesh-testbed-'));
+  // Interrupted, vitest exits without teardown: the kernel then kills the servers (see src/dev/server-process.ts),
+  // and this removes their files.
+  const removeDir = (): void => rmSync(dir, { recursive: true, force: true });
+  process.once('exit', removeDir);
   const bed = await startTestbed({ clusters: 2, dir, onProgress: say });
   say(`ready in ${((Date.now() - started) / 1000).toFixed(1)} s; server logs in ${dir}`);
   project.provide('testbed', bed.info);
   return async () => {
     await bed.down();
+    process.off('exit', removeDir);
     await rm(dir, { recursive: true, force: true });
   };
 }

@@ -33,9 +33,11 @@ async function expectNoServerLeftAfter(stop: (devUp: { pid: number; dir: string 
 
     await stop({ pid: child.pid ?? -1, dir });
     await exited;
-    expect(await eventually(async () => (await livePidRecords(dir)).length === 0, { timeoutMs: 30_000 })).toBe(true);
-    const left = (await Promise.all(servers.map(async (s) => ((await running(s.pid)) ? [s.name] : [])))).flat();
-    expect(left).toEqual([]);
+    // A process with many threads takes a moment to exit after SIGKILL: wait for it, as pgrep would see it.
+    const left = async (): Promise<string[]> => (await Promise.all(servers.map(async (s) => ((await running(s.pid)) ? [s.name] : [])))).flat();
+    await eventually(async () => (await left()).length === 0, { timeoutMs: 30_000 });
+    expect(await left()).toEqual([]);
+    expect(await livePidRecords(dir)).toEqual([]);
   } finally {
     await rm(dir, { recursive: true, force: true });
   }

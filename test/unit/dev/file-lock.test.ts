@@ -1,14 +1,21 @@
 import { spawnSync } from 'node:child_process';
-import { mkdtemp, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { withFileLock } from '../../../src/dev/file-lock.js';
 
 describe('withFileLock', () => {
+  let dir: string;
+  let path: string;
+  beforeEach(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'ctrlmesh-lock-'));
+    path = join(dir, 'tool.lock');
+  });
+  afterEach(() => rm(dir, { recursive: true, force: true }));
+
   it('runs holders one at a time', async () => {
-    const path = join(await mkdtemp(join(tmpdir(), 'ctrlmesh-lock-')), 'tool.lock');
     const events: string[] = [];
     const holder = (name: string) =>
       withFileLock({ path }, async () => {
@@ -24,7 +31,6 @@ describe('withFileLock', () => {
   });
 
   it('takes over a lock whose holder died', async () => {
-    const path = join(await mkdtemp(join(tmpdir(), 'ctrlmesh-lock-')), 'tool.lock');
     const dead = spawnSync(process.execPath, ['-e', '']).pid;
     await writeFile(path, String(dead));
     expect(await withFileLock({ path }, async () => 'took it')).toBe('took it');

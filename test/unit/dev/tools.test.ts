@@ -1,7 +1,7 @@
-import { chmod, mkdir, mkdtemp, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ErrorCodes } from '../../../src/errors.js';
 import { findTool, resolveTool, TOOL_SPECS } from '../../../src/dev/index.js';
 
@@ -19,6 +19,7 @@ describe('tool resolution', () => {
     // An empty cache and no Go on PATH: nothing here may build.
     env = { XDG_CACHE_HOME: join(dir, 'cache'), PATH: join(dir, 'empty-path'), HOME: dir };
   });
+  afterEach(() => rm(dir, { recursive: true, force: true }));
 
   it('prefers the explicit variable, then KUBEBUILDER_ASSETS, then the cache', async () => {
     const assets = join(dir, 'assets');

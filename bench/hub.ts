@@ -1,0 +1,252 @@
+import { spawn } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { CoreV1Api, CustomObjectsApi, KubeConfig, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
+import { pino } from 'pino';
+import { AGENT_DEFAULTS, startAgent } from '../src/agent/index.js';
+import { freePort, startTestbed, type Testbed } from '../src/dev/index.js';
+import { HUB_DEFAULTS, startHub } from '../src/hub/index.js';
+import {
+  MESSAGE_SCHEMA_VERSION,
+  Messages,
+  Subjects,
+  connectNats,
+  publishMessage,
+  requestMessage,
+  watchRouteTable,
+  type ClusterReport,
+} from '../src/transport/index.js';
+import { round, type Benchmark, type BenchRow } from './harness.js';
+
+const logger = pino({ level: 'silent' });
+const TOKEN = 'bench-token';
+const GROUP = 'ctrlmesh.kusionstack.io';
+const NS = 'bench-hub';
+const CHANGES = 100;
+const SIMULATED_CLUSTERS = 500;
+const HEARTBEAT_MS = 2_000;
+const LOAD_WINDOW_MS = 30_000;
+
+function percentile(sorted: readonly number[], q: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)] as number;
+}
+
+function handConfig(bucket: number): { apiVersion: string; kind: string; metadata: object; spec: object } {
+  return {
+    apiVersion: `${GROUP}/v1alpha1`,
+    kind: 'ShardingConfig',
+    metadata: { name: 'bench', namespace: NS },
+    spec: {
+      selector: { matchLabels: { app: 'bench' } },
+      limits: [
+        {
+          relateResources: [{ apiGroups: [''], resources: ['configmaps'] }],
+          selector: { matchExpressions: [{ key: 'ctrlmesh.kusionstack.io/sharding-hash', operator: 'In', values: [String(bucket)] }] },
+        },
+      ],
+    },
+  };
+}
+
+/** Wall time from writing a ShardingConfig change to the API server until its route table is in KV. */
+async function changeToRouteTable(bed: Testbed, debounceMs: number, progress: (m: string) => void): Promise<BenchRow> {
+  const info = bed.info.clusters[0];
+  if (!info) throw new Error('the bench bed has no cluster');
+  const kc = new KubeConfig();
+  kc.loadFromFile(info.kubeconfigPath);
+  const nats = bed.info.nats.url;
+  const hub = await startHub(
+    { ...HUB_DEFAULTS, nats, tokens: [TOKEN], identity: 'bench-hub', debounceMs, listen: { host: '127.0.0.1', port: 0 } },
+    { logger },
+  );
+  const agent = await startAgent(
+    { ...AGENT_DEFAULTS, cluster: 'bench', clusterLabels: {}, kc, nats, token: TOKEN, hash: { algorithm: 'kusionstack' }, debounceMs, listen: { host: '127.0.0.1', port: 0 } },
+    { logger },
+  );
+  const link = await connectNats({ servers: nats, name: 'bench-watch', logger });
+  const api = kc.makeApiClient(CustomObjectsApi);
+  const params = { group: GROUP, version: 'v1alpha1', namespace: NS, plural: 'shardingconfigs', name: 'bench' };
+  let waiting: { bucket: number; resolve: () => void } | undefined;
+  const watch = watchRouteTable({
+    link,
+    operator: `${NS}/bench`,
+    shard: 'bench/bench',
+    logger,
+    onTable: (table) => {
+      if (waiting && table.clusters[0]?.buckets.join() === String(waiting.bucket)) waiting.resolve();
+    },
+  });
+  const latencies: number[] = [];
+  try {
+    for (let i = 0; i <= CHANGES; i++) {
+      const bucket = i % 32;
+      const seen = new Promise<void>((resolve) => (waiting = { bucket, resolve }));
+      const started = performance.now();
+      if (i === 0) {
+        await kc.makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name: NS } } }).catch(() => undefined);
+        await api.createNamespacedCustomObject({ ...params, body: handConfig(bucket) }).catch(async () => {
+          const existing = (await api.getNamespacedCustomObject(params)) as { metadata: { resourceVersion: string } };
+          await api.replaceNamespacedCustomObject({ ...params, body: { ...handConfig(bucket), metadata: { name: 'bench', namespace: NS, resourceVersion: existing.metadata.resourceVersion } } });
+        });
+      } else {
+        // A merge patch of the spec: the agent writes the status meanwhile, so a replace would conflict.
+        await api.patchNamespacedCustomObject({ ...params, body: { spec: handConfig(bucket).spec } }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
+      }
+      await seen;
+      // The first round includes CRD discovery and the first route table: not a change.
+      if (i > 0) latencies.push(performance.now() - started);
+      if (i % 25 === 0) progress(`debounce ${debounceMs} ms: ${i}/${CHANGES} changes`);
+    }
+  } finally {
+    watch.stop();
+    await link.close();
+    await agent.stop();
+    await hub.stop();
+  }
+  latencies.sort((a, b) => a - b);
+  return {
+    case: `config change -> route table in KV (debounce ${debounceMs} ms in agent and hub)`,
+    changes: latencies.length,
+    p50Ms: round(percentile(latencies, 0.5), 1),
+    p99Ms: round(percentile(latencies, 0.99), 1),
+    maxMs: round(latencies.at(-1) as number, 1),
+  };
+}
+
+/** Wall time from the leader's crash (no lease release) until the standby leads, with the default lease. */
+async function failover(nats: string, progress: (m: string) => void): Promise<BenchRow> {
+  const options = { ...HUB_DEFAULTS, nats, tokens: [TOKEN], listen: { host: '127.0.0.1', port: 0 } };
+  const times: number[] = [];
+  for (let i = 0; i < 3; i++) {
+    progress(`failover ${i + 1}/3`);
+    const first = await startHub({ ...options, identity: `fo-${i}-a` }, { logger });
+    while (!first.isLeader()) await new Promise((r) => setTimeout(r, 20));
+    const second = await startHub({ ...options, identity: `fo-${i}-b` }, { logger });
+    const crashed = performance.now();
+    await first.stop({ releaseLease: false });
+    while (!second.isLeader()) await new Promise((r) => setTimeout(r, 20));
+    times.push(performance.now() - crashed);
+    await second.stop();
+  }
+  times.sort((a, b) => a - b);
+  return {
+    case: `hub leader crash -> standby leads (lease TTL ${HUB_DEFAULTS.leaseTtlMs / 1000} s, renew ${HUB_DEFAULTS.leaseRenewMs / 1000} s; 3 runs)`,
+    p50Ms: round(percentile(times, 0.5), 0),
+    maxMs: round(times.at(-1) as number, 0),
+  };
+}
+
+async function metric(url: string, name: string): Promise<number> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith(`${name}{`) || l.startsWith(`${name} `));
+  return Number(line?.split(' ').at(-1));
+}
+
+function simulatedReport(cluster: string, now: Date): ClusterReport {
+  return {
+    schema: MESSAGE_SCHEMA_VERSION,
+    cluster,
+    sentAt: now.toISOString(),
+    hash: { algorithm: 'fnv', bucketCount: 32, labels: { hash: 'ctrlmesh.kusionstack.io/sharding-hash', namespace: 'ctrlmesh.kusionstack.io/namespace', control: 'ctrlmesh.kusionstack.io/control' } },
+    shardingConfigs: [],
+    circuitBreakers: [],
+    faultInjections: [],
+    pods: [],
+    namespaces: Array.from({ length: 20 }, (_, i) => ({ name: `ns-${i}`, labels: {} })),
+    objectCounts: Array.from({ length: 20 }, (_, i) => ({ namespace: `ns-${i}`, resource: 'configmaps', count: 10 + i })),
+  };
+}
+
+/** A hub process (the real CLI) serving 500 simulated clusters that heartbeat every 2 s: its CPU and memory. */
+async function heartbeatLoad(nats: string, dir: string, progress: (m: string) => void): Promise<BenchRow> {
+  const tokenFile = join(dir, 'tokens');
+  await writeFile(tokenFile, `${TOKEN}\n`);
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const child = spawn(
+    process.execPath,
+    [join(import.meta.dirname, '..', 'src', 'cli', 'main.js'), 'hub', '--nats', nats, '--token-file', tokenFile, '--listen', `127.0.0.1:${port}`, '--log-level', 'warn', '--identity', 'bench-load'],
+    { stdio: ['ignore', 'ignore', 'inherit'] },
+  );
+  const link = await connectNats({ servers: nats, name: 'bench-clusters', logger });
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    for (let i = 0; ; i++) {
+      const status = await fetch(`${url}/status`).then((r) => r.json() as Promise<{ leader: boolean }>, () => undefined);
+      if (status?.leader) break;
+      if (i > 300) throw new Error('the hub process did not become leader');
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const names = Array.from({ length: SIMULATED_CLUSTERS }, (_, i) => `sim-${String(i).padStart(3, '0')}`);
+    progress(`registering ${names.length} simulated clusters`);
+    for (const name of names) {
+      await requestMessage({
+        link,
+        subject: Subjects.register,
+        request: Messages.registerRequest,
+        reply: Messages.registerReply,
+        value: { schema: MESSAGE_SCHEMA_VERSION, token: TOKEN, cluster: { name, labels: {}, server: 'https://127.0.0.1:1', caPem: '' } },
+        timeoutMs: 5_000,
+        logger,
+      });
+    }
+    const now = new Date();
+    for (const name of names) publishMessage(link, Subjects.report(name), Messages.clusterReport, simulatedReport(name, now));
+    let next = 0;
+    timer = setInterval(() => {
+      const name = names[next++ % names.length] as string;
+      publishMessage(link, Subjects.heartbeat(name), Messages.heartbeat, {
+        schema: MESSAGE_SCHEMA_VERSION,
+        cluster: name,
+        sentAt: new Date().toISOString(),
+        apiServerReachable: true,
+      });
+    }, HEARTBEAT_MS / names.length);
+    progress('warming up for 5 s');
+    await new Promise((r) => setTimeout(r, 5_000));
+    const cpu0 = await metric(url, 'process_cpu_seconds_total');
+    const t0 = performance.now();
+    progress(`measuring the hub process for ${LOAD_WINDOW_MS / 1000} s`);
+    await new Promise((r) => setTimeout(r, LOAD_WINDOW_MS));
+    const cpu1 = await metric(url, 'process_cpu_seconds_total');
+    const seconds = (performance.now() - t0) / 1000;
+    const rss = await metric(url, 'process_resident_memory_bytes');
+    const heap = await metric(url, 'nodejs_heap_size_used_bytes');
+    const status = (await (await fetch(`${url}/status`)).json()) as { clusters: { health: string }[] };
+    return {
+      case: `hub process, ${SIMULATED_CLUSTERS} simulated clusters heartbeating every ${HEARTBEAT_MS / 1000} s`,
+      heartbeatsPerSec: Math.round((SIMULATED_CLUSTERS * 1000) / HEARTBEAT_MS),
+      readyClusters: status.clusters.filter((c) => c.health === 'Ready').length,
+      cpuPercentOfOneCore: round(((cpu1 - cpu0) / seconds) * 100, 1),
+      rssMiB: round(rss / 2 ** 20, 1),
+      heapUsedMiB: round(heap / 2 ** 20, 1),
+    };
+  } finally {
+    clearInterval(timer);
+    await link.close();
+    child.kill('SIGTERM');
+    await new Promise((r) => child.once('exit', r));
+  }
+}
+
+const benchmark: Benchmark = {
+  name: 'hub',
+  description: `config change to route table (p50/p99 over ${CHANGES} changes, real API server + agent + hub + NATS); leader failover; hub CPU and memory with ${SIMULATED_CLUSTERS} simulated clusters`,
+  run: async ({ progress }) => {
+    const dir = await mkdtemp(join(tmpdir(), 'ctrlmesh-bench-hub-'));
+    const bed = await startTestbed({ clusters: 1, dir, onProgress: progress });
+    try {
+      const rows: BenchRow[] = [];
+      rows.push(await changeToRouteTable(bed, HUB_DEFAULTS.debounceMs, progress));
+      rows.push(await changeToRouteTable(bed, 20, progress));
+      rows.push(await failover(bed.info.nats.url, progress));
+      rows.push(await heartbeatLoad(bed.info.nats.url, dir, progress));
+      return rows;
+    } finally {
+      await bed.down();
+      await rm(dir, { recursive: true, force: true });
+    }
+  },
+};
+export default benchmark;

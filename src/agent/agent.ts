@@ -1,0 +1,340 @@
+import Fastify from 'fastify';
+import { CustomObjectsApi, setHeaderOptions, PatchStrategy, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import type { Registry } from 'prom-client';
+import { API_GROUP, validateManifest, type ShardingConfigModel, type ShardingConfigStatus } from '../api/index.js';
+import { clusterEndpoint } from '../kube/index.js';
+import { createAgentMetrics, createRegistry, registerOpsRoutes, type AgentMetrics } from '../metrics/index.js';
+import { createHashSettings, type HashSettings, type HashSettingsInput } from '../sharding/index.js';
+import {
+  Buckets,
+  MESSAGE_SCHEMA_VERSION,
+  Messages,
+  RouteTableKind,
+  Subjects,
+  connectNats,
+  openBucket,
+  publishMessage,
+  receiveMessage,
+  watchKv,
+  type NatsLink,
+  type RouteTable,
+  type Watch,
+} from '../transport/index.js';
+import { ClusterWatch } from './cluster-watch.js';
+import { installCrds } from './crds.js';
+import { Labeller, labelWork } from './labeller.js';
+import { DEFAULT_SKIPPED_NAMESPACES } from './labels.js';
+import { registerCluster } from './register.js';
+import { relatedResources } from './related.js';
+import { buildReport } from './report.js';
+import { shardingConfigStatus, statusChanged } from './sharding-status.js';
+import { registerWebhook, startWebhookServer, WEBHOOK_PATH, type WebhookTls } from './webhook.js';
+import { mintWebhookTls } from './webhook-tls.js';
+
+export interface AgentOptions {
+  cluster: string;
+  /** Labels recorded in the hub's registry (e.g. region), used by roots' cluster selectors. */
+  clusterLabels: Record<string, string>;
+  kc: KubeConfig;
+  nats: string | string[];
+  token: string;
+  hash: HashSettingsInput;
+  /** API server URL the proxies should use, when it differs from the kubeconfig's. */
+  advertisedServer?: string;
+  heartbeatMs: number;
+  debounceMs: number;
+  skipNamespaces: readonly string[];
+  labelQps: number;
+  installCrds: boolean;
+  /**
+   * The admission webhook; omitted = no webhook (labels come from the labelling passes only). Without `tls` a CA
+   * and serving certificate are minted in memory.
+   */
+  webhook?: { tls?: WebhookTls; host: string; port: number; url?: string };
+  listen: { host: string; port: number };
+}
+
+export const AGENT_DEFAULTS = {
+  heartbeatMs: 2_000,
+  debounceMs: 200,
+  skipNamespaces: DEFAULT_SKIPPED_NAMESPACES,
+  labelQps: 50,
+  installCrds: true,
+  listen: { host: '127.0.0.1', port: 9465 },
+} as const satisfies Partial<AgentOptions>;
+
+export interface AgentHandle {
+  /** Base URL of /healthz, /readyz, /metrics. */
+  url: string;
+  webhookUrl?: string;
+  stop(): Promise<void>;
+}
+
+/** Starts the agent of one cluster: registers it, reports it, labels it, serves its webhook and writes statuses. */
+export async function startAgent(options: AgentOptions, deps: { logger: Logger; registry?: Registry }): Promise<AgentHandle> {
+  const logger = deps.logger.child({ component: 'agent', cluster: options.cluster });
+  const registry = deps.registry ?? createRegistry('agent');
+  const metrics = createAgentMetrics(registry);
+  const settings = createHashSettings(options.hash);
+  const abort = new AbortController();
+  const link = await connectNats({ servers: options.nats, name: `ctrlmesh-agent-${options.cluster}`, logger });
+  metrics.natsConnected.set(1);
+  const endpoint = clusterEndpoint(options.kc);
+  const identity = { name: options.cluster, labels: options.clusterLabels, server: options.advertisedServer ?? endpoint.server, caPem: endpoint.caPem };
+  try {
+    await registerCluster({ link, identity, token: options.token, logger, signal: abort.signal });
+  } catch (err) {
+    await link.close();
+    throw err;
+  }
+  if (options.installCrds) await installCrds(options.kc);
+
+  let webhookUrl: string | undefined;
+  let webhookServer: Awaited<ReturnType<typeof startWebhookServer>> | undefined;
+  let webhookTls: WebhookTls | undefined;
+  if (options.webhook) {
+    webhookTls = options.webhook.tls ?? (await mintWebhookTls(options.webhook.host));
+    webhookServer = await startWebhookServer({
+      tls: webhookTls,
+      host: options.webhook.host,
+      port: options.webhook.port,
+      settings,
+      skip: new Set(options.skipNamespaces),
+      logger,
+      metrics,
+    });
+    webhookUrl = options.webhook.url ?? `https://${options.webhook.host}:${webhookServer.port}${WEBHOOK_PATH}`;
+  }
+
+  const webhook = webhookUrl && webhookTls ? { url: webhookUrl, caPem: webhookTls.caPem } : undefined;
+  const loop = new AgentLoop({ options, settings, link, logger, metrics, signal: abort.signal, identity, webhook });
+  await loop.start();
+
+  const ops = Fastify({ logger: false });
+  registerOpsRoutes(ops, { registry, readiness: () => loop.readiness() });
+  const url = await ops.listen({ host: options.listen.host, port: options.listen.port });
+  logger.info({ url, webhookUrl }, 'agent running');
+  return {
+    url,
+    ...(webhookUrl ? { webhookUrl } : {}),
+    async stop() {
+      abort.abort();
+      await loop.stop();
+      await ops.close();
+      await webhookServer?.app.close();
+      await link.close();
+    },
+  };
+}
+
+interface LoopContext {
+  options: AgentOptions;
+  settings: HashSettings;
+  link: NatsLink;
+  logger: Logger;
+  metrics: AgentMetrics;
+  signal: AbortSignal;
+  identity: { name: string; labels: Record<string, string>; server: string; caPem: string };
+  webhook: { url: string; caPem: string } | undefined;
+}
+
+/** The agent's steady state: informers in, reports, heartbeats, labels, webhook rules and statuses out. */
+class AgentLoop {
+  private readonly watch: ClusterWatch;
+  private readonly labeller: Labeller;
+  private readonly custom: CustomObjectsApi;
+  private readonly routes = new Map<string, RouteTable>();
+  private routesWatch: Watch | undefined;
+  private heartbeat: NodeJS.Timeout | undefined;
+  private debounce: NodeJS.Timeout | undefined;
+  private relatedKey = '';
+  private unlisten: (() => void) | undefined;
+  private busy: Promise<void> | undefined;
+  private again = false;
+
+  constructor(private readonly c: LoopContext) {
+    const { kc } = c.options;
+    this.custom = kc.makeApiClient(CustomObjectsApi);
+    this.labeller = new Labeller({ kc, logger: c.logger, metrics: c.metrics, qps: c.options.labelQps });
+    this.watch = new ClusterWatch({
+      kc,
+      logger: c.logger,
+      onChange: () => this.schedule(),
+      onSyncChange: () => {
+        c.metrics.apiServerSynced.set(this.watch.synced() ? 1 : 0);
+        this.sendHeartbeat();
+        this.schedule();
+      },
+    });
+  }
+
+  async start(): Promise<void> {
+    const { link, logger } = this.c;
+    this.unlisten = link.onEvent((event) => {
+      this.c.metrics.natsConnected.set(event.state === 'connected' ? 1 : 0);
+      if (!event.reconnected) return;
+      // The hub may have lost its KV (or been replaced): register again (idempotent) and resend everything.
+      void registerCluster({ link, identity: this.c.identity, token: this.c.options.token, logger, signal: this.c.signal })
+        .then(() => this.schedule())
+        .catch((err: unknown) => logger.error({ err }, 'registration after reconnecting failed'));
+    });
+    this.routesWatch = watchKv({
+      link,
+      open: () => openBucket(link.js, Buckets.routes),
+      key: '>',
+      logger,
+      onEntry: (entry) => {
+        if (entry.operation !== 'PUT') return;
+        const table = receiveMessage(RouteTableKind, entry.value, { logger, source: `${Buckets.routes}/${entry.key}` });
+        if (!table) return;
+        this.routes.set(`${table.operator}\u0000${table.shard}`, table);
+        this.schedule();
+      },
+    });
+    this.heartbeat = setInterval(() => this.sendHeartbeat(), this.c.options.heartbeatMs);
+    this.sendHeartbeat();
+  }
+
+  readiness(): { ready: boolean; reasons: string[] } {
+    const reasons: string[] = [];
+    if (this.c.link.state() !== 'connected') reasons.push(`NATS ${this.c.link.state()}`);
+    if (!this.watch.synced()) reasons.push('informers not in sync with the API server');
+    return { ready: reasons.length === 0, reasons };
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.heartbeat);
+    clearTimeout(this.debounce);
+    this.unlisten?.();
+    this.routesWatch?.stop();
+    await this.busy;
+    await this.watch.stop();
+  }
+
+  private sendHeartbeat(): void {
+    if (this.c.link.state() !== 'connected') return;
+    publishMessage(this.c.link, Subjects.heartbeat(this.c.options.cluster), Messages.heartbeat, {
+      schema: MESSAGE_SCHEMA_VERSION,
+      cluster: this.c.options.cluster,
+      sentAt: new Date().toISOString(),
+      apiServerReachable: this.watch.synced(),
+    });
+  }
+
+  private schedule(): void {
+    if (this.c.signal.aborted) return;
+    clearTimeout(this.debounce);
+    this.debounce = setTimeout(() => void this.sync(), this.c.options.debounceMs);
+  }
+
+  /** One pass over the informers' caches: report, related resources, statuses, labels. */
+  private async sync(): Promise<void> {
+    if (this.busy) {
+      this.again = true;
+      return;
+    }
+    this.busy = (async () => {
+      try {
+        const configs = this.validConfigs();
+        await this.updateRelated(configs);
+        this.sendReport();
+        await this.writeStatuses();
+        this.label();
+      } catch (err) {
+        this.c.logger.warn({ err: (err as Error).message }, 'sync failed; retrying on the next change');
+      }
+    })();
+    await this.busy;
+    this.busy = undefined;
+    if (this.again) {
+      this.again = false;
+      this.schedule();
+    }
+  }
+
+  private validConfigs(): ShardingConfigModel[] {
+    return this.watch.shardingConfigs.list().flatMap((obj) => {
+      const result = validateManifest(obj, { bucketCount: this.c.settings.bucketCount });
+      return result.ok && result.model.kind === 'ShardingConfig' ? [result.model] : [];
+    });
+  }
+
+  private async updateRelated(configs: readonly ShardingConfigModel[]): Promise<void> {
+    const wanted = relatedResources(configs);
+    const key = JSON.stringify(wanted);
+    if (key === this.relatedKey) return;
+    const missing = await this.watch.setRelated(wanted);
+    if (missing.length) this.c.logger.warn({ missing }, 'ShardingConfigs relate to resources this API server does not serve');
+    if (this.c.webhook) {
+      await registerWebhook({
+        kc: this.c.options.kc,
+        cluster: this.c.options.cluster,
+        url: this.c.webhook.url,
+        caPem: this.c.webhook.caPem,
+        skip: this.c.options.skipNamespaces,
+        resources: [...this.watch.related.values()].map((r) => ({ group: r.resource.group, resource: r.resource.resource })),
+      });
+    }
+    this.relatedKey = key;
+  }
+
+  private sendReport(): void {
+    // A report from half-listed informers would tell the hub that configs vanished: send only complete views.
+    if (this.c.link.state() !== 'connected' || !this.watch.synced()) return;
+    const related = new Map(
+      [...this.watch.related.values()].map((r) => [r.resource.group ? `${r.resource.resource}.${r.resource.group}` : r.resource.resource, r.watch.list()]),
+    );
+    const report = buildReport({
+      cluster: this.c.options.cluster,
+      settings: this.c.settings,
+      shardingConfigs: this.watch.shardingConfigs.list(),
+      circuitBreakers: this.watch.circuitBreakers.list(),
+      faultInjections: this.watch.faultInjections.list(),
+      pods: this.watch.pods.list(),
+      namespaces: this.watch.namespaces.list(),
+      related,
+      now: new Date(),
+    });
+    publishMessage(this.c.link, Subjects.report(this.c.options.cluster), Messages.clusterReport, report);
+    this.c.metrics.reportsSent.inc();
+  }
+
+  private async writeStatuses(): Promise<void> {
+    for (const obj of this.watch.shardingConfigs.list()) {
+      const namespace = obj.metadata?.namespace ?? '';
+      const name = obj.metadata?.name ?? '';
+      const operator = `${namespace}/${name}`;
+      const previous = (obj as KubernetesObject & { status?: ShardingConfigStatus }).status;
+      const next = shardingConfigStatus({
+        generation: obj.metadata?.generation ?? 0,
+        validation: validateManifest(obj, { bucketCount: this.c.settings.bucketCount }),
+        routes: [...this.routes.values()].filter((t) => t.operator === operator),
+        previous,
+        now: new Date(),
+      });
+      if (!statusChanged(previous, next)) continue;
+      try {
+        await this.custom.patchNamespacedCustomObjectStatus(
+          { group: API_GROUP, version: 'v1alpha1', namespace, plural: 'shardingconfigs', name, body: { status: next } },
+          setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+        );
+      } catch (err) {
+        if ((err as { code?: number }).code !== 404) this.c.logger.warn({ err: (err as Error).message, operator }, 'could not write ShardingConfig status');
+      }
+    }
+  }
+
+  private label(): void {
+    const work = labelWork({
+      namespaces: this.watch.namespaces.list(),
+      related: [...this.watch.related.values()].map((r) => ({ apiVersion: r.resource.apiVersion, kind: r.resource.kind, objects: r.watch.list() })),
+      settings: this.c.settings,
+      skip: new Set(this.c.options.skipNamespaces),
+    });
+    // Runs in the background; a change arriving meanwhile triggers the next pass, which skips what is done.
+    void this.labeller.run(work, this.c.signal).then((ran) => {
+      if (ran) this.schedule();
+    });
+  }
+}

@@ -1,0 +1,3 @@
+export { AGENT_DEFAULTS, startAgent, type AgentHandle, type AgentOptions } from './agent.js';
+export { RegistrationError } from './register.js';
+export type { WebhookTls } from './webhook.js';

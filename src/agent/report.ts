@@ -1,0 +1,73 @@
+import type { KubernetesObject, V1Namespace, V1Pod } from '@kubernetes/client-node';
+import { validateManifest } from '../api/index.js';
+import { matches, type HashSettings } from '../sharding/index.js';
+import { MESSAGE_SCHEMA_VERSION, type ClusterReport, type ObjectCount, type ReportedObject } from '../transport/index.js';
+
+export interface ReportInput {
+  cluster: string;
+  settings: HashSettings;
+  shardingConfigs: readonly KubernetesObject[];
+  circuitBreakers: readonly KubernetesObject[];
+  faultInjections: readonly KubernetesObject[];
+  pods: readonly V1Pod[];
+  namespaces: readonly V1Namespace[];
+  /** Objects of each related resource, by resource name. */
+  related: ReadonlyMap<string, readonly KubernetesObject[]>;
+  now: Date;
+}
+
+function reported(obj: KubernetesObject): ReportedObject {
+  const { apiVersion, kind, metadata } = obj;
+  return {
+    namespace: metadata?.namespace ?? '',
+    name: metadata?.name ?? '',
+    generation: metadata?.generation ?? 0,
+    ...(metadata?.labels ? { labels: metadata.labels } : {}),
+    manifest: {
+      apiVersion,
+      kind,
+      metadata: { name: metadata?.name, namespace: metadata?.namespace, generation: metadata?.generation },
+      spec: (obj as KubernetesObject & { spec?: unknown }).spec,
+    },
+  };
+}
+
+function isReady(pod: V1Pod): boolean {
+  return pod.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
+}
+
+/** The agent's whole view of its cluster, as the hub wants it (pure). Only pods a valid ShardingConfig selects. */
+export function buildReport(input: ReportInput): ClusterReport {
+  const selectors = input.shardingConfigs.flatMap((obj) => {
+    const result = validateManifest(obj, { bucketCount: input.settings.bucketCount });
+    return result.ok && result.model.kind === 'ShardingConfig' ? [{ namespace: result.model.namespace, selector: result.model.selector }] : [];
+  });
+  const pods = input.pods
+    .filter((p) => selectors.some((s) => s.namespace === p.metadata?.namespace && matches(s.selector, p.metadata?.labels ?? {})))
+    .map((p) => ({ namespace: p.metadata?.namespace ?? '', name: p.metadata?.name ?? '', labels: p.metadata?.labels ?? {}, ready: isReady(p) }));
+  const objectCounts: ObjectCount[] = [];
+  for (const [resource, objects] of input.related) {
+    const perNamespace = new Map<string, number>();
+    for (const o of objects) {
+      const ns = o.metadata?.namespace ?? '';
+      perNamespace.set(ns, (perNamespace.get(ns) ?? 0) + 1);
+    }
+    for (const [namespace, count] of perNamespace) objectCounts.push({ namespace, resource, count });
+  }
+  const byName = (a: { name: string; namespace?: string }, b: { name: string; namespace?: string }): number =>
+    `${a.namespace ?? ''}/${a.name}` < `${b.namespace ?? ''}/${b.name}` ? -1 : 1;
+  return {
+    schema: MESSAGE_SCHEMA_VERSION,
+    cluster: input.cluster,
+    sentAt: input.now.toISOString(),
+    hash: { algorithm: input.settings.algorithm, bucketCount: input.settings.bucketCount, labels: { ...input.settings.labels } },
+    shardingConfigs: input.shardingConfigs.map(reported).sort(byName),
+    circuitBreakers: input.circuitBreakers.map(reported).sort(byName),
+    faultInjections: input.faultInjections.map(reported).sort(byName),
+    pods: pods.sort(byName),
+    namespaces: input.namespaces
+      .map((n) => ({ name: n.metadata?.name ?? '', labels: n.metadata?.labels ?? {} }))
+      .sort(byName),
+    objectCounts: objectCounts.sort((a, b) => (`${a.namespace}/${a.resource}` < `${b.namespace}/${b.resource}` ? -1 : 1)),
+  };
+}

@@ -1,0 +1,115 @@
+import Fastify, { type FastifyInstance } from 'fastify';
+import { AdmissionregistrationV1Api, type KubeConfig, type V1MutatingWebhookConfiguration } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import type { AgentMetrics } from '../metrics/index.js';
+import type { HashSettings } from '../sharding/index.js';
+import { admit, type AdmissionRequest } from './admission.js';
+
+export interface WebhookTls {
+  certPem: string;
+  keyPem: string;
+  /** CA that signed the serving certificate: the caBundle the API server checks it with. */
+  caPem: string;
+}
+
+export interface WebhookServerOptions {
+  tls: WebhookTls;
+  host: string;
+  port: number;
+  settings: HashSettings;
+  skip: ReadonlySet<string>;
+  logger: Logger;
+  metrics: AgentMetrics;
+}
+
+export const WEBHOOK_PATH = '/mutate';
+
+/** The mutating admission webhook, over TLS: labels namespaces and related objects as they are created or updated. */
+export async function startWebhookServer(options: WebhookServerOptions): Promise<{ app: FastifyInstance; port: number }> {
+  const app = Fastify({ logger: false, https: { cert: options.tls.certPem, key: options.tls.keyPem } });
+  app.post(WEBHOOK_PATH, async (req) => {
+    const review = req.body as { apiVersion?: string; request?: AdmissionRequest };
+    if (!review.request?.uid) {
+      options.logger.warn('admission review without a request; answered with an empty review');
+      return { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview' };
+    }
+    const response = admit(review.request, options.settings, options.skip);
+    options.metrics.admissionReviews.inc({ patched: response.patch ? 'true' : 'false' });
+    return { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response };
+  });
+  await app.listen({ host: options.host, port: options.port });
+  const address = app.server.address();
+  return { app, port: typeof address === 'object' && address ? address.port : options.port };
+}
+
+export interface WebhookRegistration {
+  kc: KubeConfig;
+  cluster: string;
+  /** URL the API server calls, e.g. https://127.0.0.1:PORT/mutate. */
+  url: string;
+  caPem: string;
+  skip: readonly string[];
+  /** Related resources to label besides namespaces. */
+  resources: readonly { group: string; resource: string }[];
+}
+
+/** The MutatingWebhookConfiguration pointing the API server at the agent (failurePolicy Ignore: never blocks). */
+export function webhookConfiguration(options: WebhookRegistration): V1MutatingWebhookConfiguration {
+  const clientConfig = { url: options.url, caBundle: Buffer.from(options.caPem).toString('base64') };
+  const namespaceSelector = {
+    matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: [...options.skip] }],
+  };
+  const common = {
+    clientConfig,
+    failurePolicy: 'Ignore',
+    sideEffects: 'None',
+    admissionReviewVersions: ['v1'],
+    timeoutSeconds: 5,
+    namespaceSelector,
+  };
+  const groups = [...new Set(options.resources.map((r) => r.group))];
+  return {
+    apiVersion: 'admissionregistration.k8s.io/v1',
+    kind: 'MutatingWebhookConfiguration',
+    metadata: { name: `ctrlmesh-agent-${options.cluster}`.toLowerCase().replace(/[^a-z0-9.-]/g, '-') },
+    webhooks: [
+      {
+        ...common,
+        name: 'namespaces.ctrlmesh.kusionstack.io',
+        rules: [{ apiGroups: [''], apiVersions: ['v1'], operations: ['CREATE', 'UPDATE'], resources: ['namespaces'], scope: 'Cluster' }],
+      },
+      ...(options.resources.length
+        ? [
+            {
+              ...common,
+              name: 'objects.ctrlmesh.kusionstack.io',
+              rules: groups.map((group) => ({
+                apiGroups: [group],
+                apiVersions: ['*'],
+                operations: ['CREATE', 'UPDATE'],
+                resources: options.resources.filter((r) => r.group === group).map((r) => r.resource),
+                scope: 'Namespaced',
+              })),
+            },
+          ]
+        : []),
+    ],
+  };
+}
+
+/** Creates or replaces the agent's MutatingWebhookConfiguration. */
+export async function registerWebhook(options: WebhookRegistration): Promise<void> {
+  const api = options.kc.makeApiClient(AdmissionregistrationV1Api);
+  const body = webhookConfiguration(options);
+  const name = body.metadata?.name as string;
+  try {
+    const existing = await api.readMutatingWebhookConfiguration({ name });
+    await api.replaceMutatingWebhookConfiguration({
+      name,
+      body: { ...body, metadata: { ...body.metadata, resourceVersion: existing.metadata?.resourceVersion } },
+    });
+  } catch (err) {
+    if ((err as { code?: number }).code !== 404) throw err;
+    await api.createMutatingWebhookConfiguration({ body });
+  }
+}

@@ -1,0 +1,80 @@
+import { AGENT_DEFAULTS, startAgent, type AgentOptions } from '../../agent/index.js';
+import { UsageError } from '../../errors.js';
+import { loadKubeConfig } from '../../kube/index.js';
+import { HASH_ALGORITHMS, type HashAlgorithm } from '../../sharding/index.js';
+import { intValue, requiredString, stringList, stringValue, type Command, type CommandContext } from '../command.js';
+import { parseLabels, parseListen, readFlagFile, readTokens, untilAborted } from './flags.js';
+
+function webhookOptions(ctx: CommandContext): AgentOptions['webhook'] {
+  const cert = stringValue(ctx, 'webhook-cert');
+  const key = stringValue(ctx, 'webhook-key');
+  const ca = stringValue(ctx, 'webhook-ca');
+  const listenFlag = stringValue(ctx, 'webhook-listen');
+  if (!cert && !key && !ca && !listenFlag) return undefined;
+  if ((cert || key || ca) && !(cert && key && ca)) throw new UsageError('--webhook-cert, --webhook-key and --webhook-ca go together');
+  const listen = parseListen('webhook-listen', listenFlag ?? '127.0.0.1:9443');
+  const url = stringValue(ctx, 'webhook-url');
+  return {
+    ...(cert && key && ca
+      ? { tls: { certPem: readFlagFile('webhook-cert', cert), keyPem: readFlagFile('webhook-key', key), caPem: readFlagFile('webhook-ca', ca) } }
+      : {}),
+    host: listen.host,
+    port: listen.port,
+    ...(url ? { url } : {}),
+  };
+}
+
+export const agentCommand: Command = {
+  name: 'agent',
+  summary: "Run one cluster's agent: register it with the hub, report it, label it, serve its admission webhook.",
+  usage: '--cluster NAME --kubeconfig FILE --nats URL --token-file FILE [options]',
+  details: [
+    'The agent is the only ControllerMesh process holding the cluster\'s admin credentials; the hub only gets its',
+    'name, labels, API endpoint and CA. With --webhook-listen it serves a mutating webhook over TLS and registers',
+    'it (a MutatingWebhookConfiguration, failurePolicy Ignore); without --webhook-cert/-key/-ca it mints its own',
+    'CA and serving certificate in memory.',
+  ].join('\n'),
+  options: {
+    cluster: { type: 'string', valueName: 'NAME', description: 'name of this cluster in the registry' },
+    kubeconfig: { type: 'string', valueName: 'FILE', description: "kubeconfig with the cluster's admin credentials" },
+    nats: { type: 'string', valueName: 'URL', description: 'NATS server URL (comma-separated for several)' },
+    'token-file': { type: 'string', valueName: 'FILE', description: 'bootstrap token (first line)' },
+    label: { type: 'string', multiple: true, valueName: 'KEY=VALUE', description: 'cluster label for the registry (repeatable)' },
+    'hash-algorithm': { type: 'string', valueName: 'NAME', description: `namespace hash: ${HASH_ALGORITHMS.join(' or ')} (default fnv)` },
+    'advertise-server': { type: 'string', valueName: 'URL', description: 'API server URL proxies should use (default: the kubeconfig\'s)' },
+    listen: { type: 'string', valueName: 'HOST:PORT', description: `/healthz /readyz /metrics (default ${AGENT_DEFAULTS.listen.host}:${AGENT_DEFAULTS.listen.port})` },
+    'webhook-listen': { type: 'string', valueName: 'HOST:PORT', description: 'webhook address (default 127.0.0.1:9443)' },
+    'webhook-url': { type: 'string', valueName: 'URL', description: 'URL the API server calls (default https://HOST:PORT/mutate)' },
+    'webhook-cert': { type: 'string', valueName: 'FILE', description: 'webhook serving certificate (PEM)' },
+    'webhook-key': { type: 'string', valueName: 'FILE', description: 'its private key (PEM)' },
+    'webhook-ca': { type: 'string', valueName: 'FILE', description: 'CA that signed it (becomes the caBundle)' },
+    'label-qps': { type: 'string', valueName: 'N', description: `label patches per second at most (default ${AGENT_DEFAULTS.labelQps})` },
+  },
+  run: async (ctx) => {
+    const algorithm = stringValue(ctx, 'hash-algorithm') ?? 'fnv';
+    if (!(HASH_ALGORITHMS as readonly string[]).includes(algorithm)) {
+      throw new UsageError(`--hash-algorithm must be ${HASH_ALGORITHMS.join(' or ')}, not "${algorithm}"`);
+    }
+    const listen = stringValue(ctx, 'listen');
+    const advertised = stringValue(ctx, 'advertise-server');
+    const webhook = webhookOptions(ctx);
+    const options: AgentOptions = {
+      ...AGENT_DEFAULTS,
+      cluster: requiredString(ctx, 'cluster'),
+      clusterLabels: parseLabels('label', stringList(ctx, 'label')),
+      kc: loadKubeConfig(requiredString(ctx, 'kubeconfig')),
+      nats: requiredString(ctx, 'nats').split(','),
+      token: readTokens(requiredString(ctx, 'token-file'))[0] as string,
+      hash: { algorithm: algorithm as HashAlgorithm },
+      labelQps: intValue(ctx, 'label-qps', AGENT_DEFAULTS.labelQps, { min: 1, max: 10_000 }),
+      listen: listen ? parseListen('listen', listen) : AGENT_DEFAULTS.listen,
+      ...(advertised ? { advertisedServer: advertised } : {}),
+      ...(webhook ? { webhook } : {}),
+    };
+    const agent = await startAgent(options, { logger: ctx.logger });
+    ctx.stdout.write(`agent of cluster ${options.cluster} serving ${agent.url}\n`);
+    await untilAborted(ctx.signal);
+    await agent.stop();
+    return 0;
+  },
+};

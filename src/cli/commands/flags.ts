@@ -1,0 +1,50 @@
+import { readFileSync } from 'node:fs';
+import { FileError, UsageError } from '../../errors.js';
+
+/** Reads a file named by a flag; an unreadable file is a FileError naming the flag and the path. */
+export function readFlagFile(flag: string, path: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new FileError(path, `cannot read the file given to --${flag}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`, { cause: err });
+  }
+}
+
+/** Non-empty, trimmed lines of a token file (comments start with #). */
+export function readTokens(path: string): string[] {
+  const tokens = readFlagFile('token-file', path)
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l !== '' && !l.startsWith('#'));
+  if (tokens.length === 0) throw new FileError(path, 'the token file holds no token (one per line)');
+  return tokens;
+}
+
+/** `HOST:PORT` (IPv4 or name). */
+export function parseListen(flag: string, value: string): { host: string; port: number } {
+  const at = value.lastIndexOf(':');
+  const port = Number(value.slice(at + 1));
+  if (at <= 0 || !Number.isInteger(port) || port < 0 || port > 65535) {
+    throw new UsageError(`--${flag} must be HOST:PORT (e.g. 127.0.0.1:9464), not "${value}"`);
+  }
+  return { host: value.slice(0, at), port };
+}
+
+/** `key=value` pairs of a repeated flag. */
+export function parseLabels(flag: string, values: readonly string[]): Record<string, string> {
+  const labels: Record<string, string> = {};
+  for (const v of values) {
+    const eq = v.indexOf('=');
+    if (eq <= 0) throw new UsageError(`--${flag} must be KEY=VALUE, not "${v}"`);
+    labels[v.slice(0, eq)] = v.slice(eq + 1);
+  }
+  return labels;
+}
+
+/** Resolves when the command's signal fires (SIGINT/SIGTERM). */
+export function untilAborted(signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) resolve();
+    else signal.addEventListener('abort', () => resolve(), { once: true });
+  });
+}

@@ -1,0 +1,70 @@
+import type { HubStatus } from '../../hub/index.js';
+import { CtrlmeshError, ErrorCodes } from '../../errors.js';
+import { type Command } from '../command.js';
+
+/** Left-aligned columns separated by two spaces, as kubectl prints them. */
+export function renderTable(header: readonly string[], rows: readonly (readonly string[])[]): string {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const line = (cells: readonly string[]): string => cells.map((c, i) => c.padEnd(widths[i] ?? 0)).join('  ').trimEnd();
+  return [line(header), ...rows.map(line)].join('\n');
+}
+
+/** Buckets as ranges: 0-7,9,12-15. */
+export function bucketRanges(buckets: readonly number[]): string {
+  const out: string[] = [];
+  for (let i = 0; i < buckets.length; ) {
+    let j = i;
+    while (j + 1 < buckets.length && buckets[j + 1] === (buckets[j] as number) + 1) j++;
+    out.push(i === j ? `${buckets[i]}` : `${buckets[i]}-${buckets[j]}`);
+    i = j + 1;
+  }
+  return out.join(',') || '-';
+}
+
+export function renderStatus(status: HubStatus): string {
+  const clusters = renderTable(
+    ['CLUSTER', 'HEALTH', 'SERVER', 'LAST HEARTBEAT', 'LABELS'],
+    status.clusters.map((c) => [c.name, c.health, c.server, c.lastHeartbeat ?? '-', Object.entries(c.labels).map(([k, v]) => `${k}=${v}`).join(',') || '-']),
+  );
+  const shards = renderTable(
+    ['OPERATOR', 'SHARD', 'VERSION', 'ACKED', 'BUCKETS'],
+    status.operators.flatMap((o) =>
+      o.shards.map((s) => [
+        o.operator,
+        s.name,
+        String(s.version),
+        s.acknowledgedVersion === null ? '-' : String(s.acknowledgedVersion),
+        Object.entries(s.buckets).map(([c, b]) => `${c}:${bucketRanges(b)}`).join(' ') || '-',
+      ]),
+    ),
+  );
+  const pending = status.operators.flatMap((o) => o.pending.map((p) => [o.operator, p.unit, p.from, p.to ?? '-', new Date(p.revokedAt).toISOString()]));
+  const parts = [`hub ${status.identity} (${status.leader ? 'leader' : 'standby'})`, '', clusters, '', shards];
+  if (pending.length) parts.push('', renderTable(['OPERATOR', 'UNIT', 'FROM', 'TO', 'REVOKED AT'], pending));
+  return `${parts.join('\n')}\n`;
+}
+
+export const statusCommand: Command = {
+  name: 'status',
+  summary: "Show the hub's clusters, their health, the shards and what each owns.",
+  usage: '[--hub URL] [--json]',
+  options: {
+    hub: { type: 'string', valueName: 'URL', description: 'hub status API (default http://127.0.0.1:9464)' },
+    json: { type: 'boolean', description: 'print the raw JSON' },
+  },
+  run: async (ctx) => {
+    const base = typeof ctx.values.hub === 'string' ? ctx.values.hub : 'http://127.0.0.1:9464';
+    let status: HubStatus;
+    try {
+      const res = await fetch(new URL('/status', base), { signal: AbortSignal.timeout(5_000) });
+      if (!res.ok) throw new Error(`HTTP ${res.status}`);
+      status = (await res.json()) as HubStatus;
+    } catch (err) {
+      throw new CtrlmeshError(ErrorCodes.HUB_UNREACHABLE, `cannot read the hub status at ${base}/status: ${(err as Error).message} (is the hub running? see --hub)`, {
+        cause: err,
+      });
+    }
+    ctx.stdout.write(ctx.values.json ? `${JSON.stringify(status, null, 2)}\n` : renderStatus(status));
+    return 0;
+  },
+};

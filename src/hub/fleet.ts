@@ -1,0 +1,95 @@
+import type { KvEntry } from '@nats-io/kv';
+import type { Logger } from 'pino';
+import {
+  Buckets,
+  Keys,
+  Messages,
+  RouteTableKind,
+  decodeToken,
+  receiveMessage,
+  type ClusterRecord,
+  type ClusterReport,
+  type HandoverStateRecord,
+  type RouteTable,
+} from '../transport/index.js';
+
+export interface PublishedRoute {
+  table: RouteTable;
+  revision: number;
+}
+
+/**
+ * What one hub knows of the fleet: the registry, the agents' latest reports, handovers and route tables (all read
+ * back from KV, so every hub instance holds the same view), plus heartbeats and acknowledgements as they arrive.
+ */
+export class Fleet {
+  readonly clusters = new Map<string, ClusterRecord>();
+  readonly reports = new Map<string, ClusterReport>();
+  readonly handovers = new Map<string, { record: HandoverStateRecord; revision: number }>();
+  /** By operator, then shard. */
+  readonly routes = new Map<string, Map<string, PublishedRoute>>();
+  readonly lastSeen = new Map<string, { at: number; apiServerReachable: boolean }>();
+  /** Latest acknowledged version by operator, then shard. */
+  readonly acks = new Map<string, Map<string, number>>();
+
+  constructor(private readonly logger: Logger) {}
+
+  applyClusterEntry(entry: KvEntry): void {
+    const name = decodeToken(entry.key);
+    if (name === undefined) return;
+    if (entry.operation !== 'PUT') {
+      this.clusters.delete(name);
+      return;
+    }
+    const record = receiveMessage(Messages.clusterRecord, entry.value, this.source(Buckets.clusters, entry));
+    if (record && record.cluster.name === name) this.clusters.set(name, record);
+  }
+
+  applyStateEntry(entry: KvEntry): void {
+    const [prefix, token] = entry.key.split('.', 2);
+    const name = token === undefined ? undefined : decodeToken(token);
+    if (name === undefined) return;
+    if (prefix === 'report') {
+      if (entry.operation !== 'PUT') this.reports.delete(name);
+      else {
+        const report = receiveMessage(Messages.clusterReport, entry.value, this.source(Buckets.state, entry));
+        if (report && report.cluster === name) this.reports.set(name, report);
+      }
+    } else if (prefix === 'handover') {
+      if (entry.operation !== 'PUT') this.handovers.delete(name);
+      else {
+        const record = receiveMessage(Messages.handoverState, entry.value, this.source(Buckets.state, entry));
+        if (record && record.operator === name) this.handovers.set(name, { record, revision: entry.revision });
+      }
+    }
+  }
+
+  applyRouteEntry(entry: KvEntry): void {
+    if (entry.operation !== 'PUT') return;
+    const table = receiveMessage(RouteTableKind, entry.value, this.source(Buckets.routes, entry));
+    if (!table || entry.key !== Keys.route(table.operator, table.shard)) return;
+    const shards = this.routes.get(table.operator) ?? new Map<string, PublishedRoute>();
+    this.routes.set(table.operator, shards);
+    const known = shards.get(table.shard);
+    if (!known || known.revision < entry.revision) shards.set(table.shard, { table, revision: entry.revision });
+  }
+
+  recordRoute(table: RouteTable, revision: number): void {
+    const shards = this.routes.get(table.operator) ?? new Map<string, PublishedRoute>();
+    this.routes.set(table.operator, shards);
+    const known = shards.get(table.shard);
+    if (!known || known.revision < revision) shards.set(table.shard, { table, revision });
+  }
+
+  recordAck(operator: string, shard: string, version: number): boolean {
+    const shards = this.acks.get(operator) ?? new Map<string, number>();
+    this.acks.set(operator, shards);
+    if ((shards.get(shard) ?? -1) >= version) return false;
+    shards.set(shard, version);
+    return true;
+  }
+
+  private source(bucket: string, entry: KvEntry): { logger: Logger; source: string } {
+    return { logger: this.logger, source: `${bucket}/${entry.key}` };
+  }
+}

@@ -1,0 +1,127 @@
+import type { HandoverRecord, HandoverStateRecord } from '../transport/index.js';
+
+/**
+ * Moving units between shards without ever letting two shards own one (pure: time is an argument).
+ * A unit is `<bucket>@<cluster>`. A move is: revoke from the old shard (its next route table lacks the unit),
+ * then grant to the new shard once the old one acknowledged that table or its lease has expired.
+ */
+
+export type UnitKey = string;
+
+export function unitKey(cluster: string, bucket: number): UnitKey {
+  return `${bucket}@${cluster}`;
+}
+
+export function parseUnitKey(key: UnitKey): { cluster: string; bucket: number } {
+  const at = key.indexOf('@');
+  return { bucket: Number(key.slice(0, at)), cluster: key.slice(at + 1) };
+}
+
+/** Units per shard. */
+export type Ownership = Record<string, UnitKey[]>;
+
+/** What the published route tables grant, the units in flight, and the latest completed handovers (newest last). */
+export type HandoverState = Omit<HandoverStateRecord, 'schema' | 'operator'>;
+
+export interface HandoverStepInput {
+  state: HandoverState;
+  desired: Ownership;
+  /** Published route-table version per shard. */
+  versions: Record<string, number>;
+  /** Latest acknowledged version per shard. */
+  acks: Record<string, number>;
+  now: number;
+  /** How long a shard's proxy may keep serving without NATS: after that it has fenced itself. */
+  leaseMs: number;
+  historyLimit: number;
+}
+
+export interface HandoverStepOutput {
+  state: HandoverState;
+  /** Shards whose granted units changed: each must get exactly one new route table, at version + 1. */
+  changedShards: string[];
+  /** When a pending handover's lease expires next (re-run the step then), or undefined. */
+  nextDeadline?: number;
+}
+
+export const EMPTY_HANDOVER_STATE: HandoverState = { effective: {}, pending: [], history: [] };
+
+export function handoverStep(input: HandoverStepInput): HandoverStepOutput {
+  const { desired, now } = input;
+  const owned = new Map<string, Set<UnitKey>>();
+  for (const [shard, units] of Object.entries(input.state.effective)) owned.set(shard, new Set(units));
+  for (const shard of Object.keys(desired)) if (!owned.has(shard)) owned.set(shard, new Set());
+  const ownerOf = new Map<UnitKey, string>();
+  for (const [shard, units] of owned) for (const unit of units) ownerOf.set(unit, shard);
+  const desiredOwner = new Map<UnitKey, string>();
+  for (const [shard, units] of Object.entries(desired)) for (const unit of units) desiredOwner.set(unit, shard);
+
+  const changed = new Set<string>();
+  const newShards = Object.keys(desired).filter((s) => !(s in input.state.effective));
+  for (const shard of newShards) changed.add(shard);
+  const grant = (unit: UnitKey, shard: string): void => {
+    const units = owned.get(shard) ?? new Set<UnitKey>();
+    units.add(unit);
+    owned.set(shard, units);
+    ownerOf.set(unit, shard);
+    changed.add(shard);
+  };
+  const history = [...input.state.history];
+  const pending: HandoverRecord[] = [];
+
+  for (const old of input.state.pending) {
+    const record: HandoverRecord = { ...old, to: desiredOwner.get(old.unit) ?? null };
+    if (record.acknowledgedAt === undefined && (input.acks[record.from] ?? -1) >= record.revokeVersion) record.acknowledgedAt = now;
+    const grantedBy =
+      record.to === record.from
+        ? 'back-to-owner'
+        : record.acknowledgedAt !== undefined
+          ? 'ack'
+          : now >= record.revokedAt + input.leaseMs
+            ? 'lease-expiry'
+            : undefined;
+    if (grantedBy === undefined) {
+      pending.push(record);
+      continue;
+    }
+    if (record.to !== null) grant(record.unit, record.to);
+    history.push({ ...record, grantedAt: now, grantedBy });
+  }
+  const inFlight = new Set(pending.map((p) => p.unit));
+
+  const revoke = (unit: UnitKey, from: string, to: string | null): void => {
+    owned.get(from)?.delete(unit);
+    ownerOf.delete(unit);
+    changed.add(from);
+    pending.push({ unit, from, to, revokedAt: now, revokeVersion: (input.versions[from] ?? 0) + 1 });
+  };
+  for (const [unit, shard] of desiredOwner) {
+    if (inFlight.has(unit)) continue;
+    const current = ownerOf.get(unit);
+    if (current === shard) continue;
+    if (current === undefined) grant(unit, shard);
+    else revoke(unit, current, shard);
+  }
+  for (const [unit, shard] of [...ownerOf]) {
+    if (!desiredOwner.has(unit) && !inFlight.has(unit)) revoke(unit, shard, null);
+  }
+
+  const effective: Ownership = {};
+  for (const [shard, units] of owned) {
+    // A shard that is no longer wanted disappears once it owns nothing (its last, empty table stays published).
+    if (units.size === 0 && !(shard in desired) && !changed.has(shard)) continue;
+    effective[shard] = [...units].sort(compareUnits);
+  }
+  const deadlines = pending.map((p) => p.revokedAt + input.leaseMs);
+  return {
+    state: { effective, pending, history: history.slice(-input.historyLimit) },
+    changedShards: [...changed].sort(),
+    ...(deadlines.length ? { nextDeadline: Math.min(...deadlines) } : {}),
+  };
+}
+
+function compareUnits(a: UnitKey, b: UnitKey): number {
+  const ua = parseUnitKey(a);
+  const ub = parseUnitKey(b);
+  return ua.cluster === ub.cluster ? ua.bucket - ub.bucket : ua.cluster < ub.cluster ? -1 : 1;
+}

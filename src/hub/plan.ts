@@ -1,0 +1,29 @@
+import type { ClusterRoute, RouteTable } from '../transport/index.js';
+import type { UnitKey } from './handover.js';
+
+/** One shard of an operator as planned: which units it should own and what its route table says besides. */
+export interface ShardPlan {
+  name: string;
+  homeCluster: string;
+  leaderElectionName?: string;
+  limits: ClusterRoute['limits'];
+  units: UnitKey[];
+}
+
+/** Everything the hub publishes for one operator. */
+export interface OperatorPlan {
+  operator: string;
+  hashAlgorithm: RouteTable['hashAlgorithm'];
+  bucketCount: number;
+  labels: RouteTable['labels'];
+  /** Clusters the operator spans (every shard's table lists them, with the buckets it owns there). */
+  clusters: string[];
+  shards: ShardPlan[];
+}
+
+/** The result of planning: operators whose configs are valid, and those kept as they were (invalid input). */
+export interface FleetPlan {
+  operators: OperatorPlan[];
+  /** Operators with an invalid ShardingConfig: their published tables stay in force. */
+  frozen: string[];
+}

@@ -1,0 +1,75 @@
+import { clusterHealth, type ClusterHealth, type HealthThresholds } from './health.js';
+import type { Fleet } from './fleet.js';
+import type { HandoverRecord } from '../transport/index.js';
+
+export interface ClusterStatus {
+  name: string;
+  labels: Record<string, string>;
+  server: string;
+  health: ClusterHealth;
+  lastHeartbeat: string | null;
+  registeredAt: string;
+  reportedAt: string | null;
+}
+
+export interface ShardStatus {
+  name: string;
+  version: number;
+  acknowledgedVersion: number | null;
+  homeCluster: string;
+  /** Buckets owned, by cluster. */
+  buckets: Record<string, number[]>;
+}
+
+export interface OperatorStatus {
+  operator: string;
+  shards: ShardStatus[];
+  pending: HandoverRecord[];
+  history: HandoverRecord[];
+}
+
+/** The JSON the status API serves and `ctrlmesh status` renders. */
+export interface HubStatus {
+  identity: string;
+  leader: boolean;
+  clusters: ClusterStatus[];
+  operators: OperatorStatus[];
+}
+
+export function hubStatus(options: { fleet: Fleet; identity: string; leader: boolean; now: number; health: HealthThresholds }): HubStatus {
+  const { fleet } = options;
+  const clusters = [...fleet.clusters.values()]
+    .map(({ cluster, registeredAt }): ClusterStatus => {
+      const seen = fleet.lastSeen.get(cluster.name);
+      return {
+        name: cluster.name,
+        labels: cluster.labels,
+        server: cluster.server,
+        health: clusterHealth(seen, options.now, options.health),
+        lastHeartbeat: seen ? new Date(seen.at).toISOString() : null,
+        registeredAt,
+        reportedAt: fleet.reports.get(cluster.name)?.sentAt ?? null,
+      };
+    })
+    .sort((a, b) => (a.name < b.name ? -1 : 1));
+  const operators = [...fleet.routes]
+    .map(([operator, shards]): OperatorStatus => {
+      const handover = fleet.handovers.get(operator)?.record;
+      return {
+        operator,
+        shards: [...shards.values()]
+          .map(({ table }) => ({
+            name: table.shard,
+            version: table.version,
+            acknowledgedVersion: fleet.acks.get(operator)?.get(table.shard) ?? null,
+            homeCluster: table.homeCluster,
+            buckets: Object.fromEntries(table.clusters.map((c) => [c.name, c.buckets])),
+          }))
+          .sort((a, b) => (a.name < b.name ? -1 : 1)),
+        pending: handover?.pending ?? [],
+        history: handover?.history ?? [],
+      };
+    })
+    .sort((a, b) => (a.operator < b.operator ? -1 : 1));
+  return { identity: options.identity, leader: options.leader, clusters, operators };
+}

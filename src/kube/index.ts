@@ -1,0 +1,3 @@
+export { clusterEndpoint, loadKubeConfig } from './kubeconfig.js';
+export { watchCollection, type WatchCollectionOptions, type WatchedCollection } from './informer.js';
+export { resolveResources, type ResolvedResource } from './resources.js';

@@ -1,0 +1,95 @@
+import type { KV, KvEntry } from '@nats-io/kv';
+import type { Logger } from 'pino';
+import type { NatsLink } from './connection.js';
+
+export interface WatchKvOptions {
+  link: NatsLink;
+  /** Opens the bucket; retried until it succeeds (the bucket may not exist yet). */
+  open: () => Promise<KV>;
+  /** Key or wildcard key. */
+  key: string | string[];
+  logger: Logger;
+  /** Called for every put and delete, in revision order, never twice for one revision. */
+  onEntry: (entry: KvEntry) => void;
+  /** Called each time the watch has delivered the current values (after start and after each resume). */
+  onCurrent?: () => void;
+  retryMs?: number;
+}
+
+const EMPTY_WATCH_MS = 200;
+
+export interface Watch {
+  stop(): void;
+}
+
+/**
+ * Watches KV keys and survives NATS trouble: when the watch ends, fails, or the connection comes back after a
+ * disconnection, it is opened again from the revision after the last one seen, so nothing is missed or repeated.
+ */
+export function watchKv(options: WatchKvOptions): Watch {
+  const { logger } = options;
+  const retryMs = options.retryMs ?? 1_000;
+  let lastRevision = 0;
+  let stopped = false;
+  let current: { stop(): void } | undefined;
+  let wake: (() => void) | undefined;
+
+  const restart = (): void => {
+    current?.stop();
+    wake?.();
+  };
+  const unlisten = options.link.onEvent((event) => {
+    if (event.reconnected) restart();
+  });
+
+  void (async () => {
+    while (!stopped) {
+      try {
+        const kv = await options.open();
+        const iter = await kv.watch({
+          key: options.key,
+          ...(lastRevision > 0 ? { resumeFromRevision: lastRevision + 1 } : {}),
+        });
+        current = iter;
+        if (stopped) iter.stop();
+        let announced = false;
+        const announce = (): void => {
+          if (!announced) {
+            announced = true;
+            options.onCurrent?.();
+          }
+        };
+        // An empty watch delivers nothing, so silence for a moment also means "current"; otherwise the entry
+        // whose delta (messages left) is 0 is the last of the initial values.
+        const quiet = setTimeout(announce, EMPTY_WATCH_MS);
+        for await (const entry of iter) {
+          clearTimeout(quiet);
+          if (entry.revision <= lastRevision) continue;
+          lastRevision = entry.revision;
+          try {
+            options.onEntry(entry);
+          } catch (err) {
+            logger.error({ err, key: entry.key }, 'a KV watch handler failed');
+          }
+          if (!entry.delta) announce();
+        }
+      } catch (err) {
+        if (!stopped) logger.warn({ err, key: options.key }, 'KV watch failed; retrying');
+      }
+      if (stopped) break;
+      await new Promise<void>((resolve) => {
+        wake = resolve;
+        setTimeout(resolve, retryMs);
+      });
+      wake = undefined;
+    }
+  })();
+
+  return {
+    stop() {
+      stopped = true;
+      unlisten();
+      restart();
+    },
+  };
+}

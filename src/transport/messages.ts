@@ -1,0 +1,182 @@
+import { Type, type Static, type TSchema } from '@sinclair/typebox';
+
+/**
+ * Every message on a ControllerMesh subject and every value in its KV buckets (route tables aside, see
+ * route-table.ts). Each carries `schema`, the version of its shape: a receiver accepts only the versions it
+ * knows, so a newer sender is refused loudly (logged) rather than misread.
+ */
+export const MESSAGE_SCHEMA_VERSION = 1;
+
+const version = Type.Literal(MESSAGE_SCHEMA_VERSION);
+const name = Type.String({ minLength: 1, maxLength: 253 });
+const labels = Type.Record(Type.String(), Type.String());
+const timestamp = Type.String({ format: 'date-time' });
+
+/** What identifies a cluster to the hub: never its credentials. */
+export const ClusterIdentitySchema = Type.Object(
+  {
+    name,
+    labels,
+    /** API server URL as reachable from the proxies. */
+    server: Type.String({ minLength: 1 }),
+    /** PEM CA bundle of the API server's serving certificate. */
+    caPem: Type.String(),
+  },
+  { additionalProperties: false },
+);
+
+export const RegisterRequestSchema = Type.Object(
+  { schema: version, token: Type.String({ minLength: 1 }), cluster: ClusterIdentitySchema },
+  { additionalProperties: false },
+);
+
+export const RegisterReplySchema = Type.Object(
+  {
+    schema: version,
+    ok: Type.Boolean(),
+    /** Set when refused: what was wrong and what to do. */
+    error: Type.Optional(Type.String()),
+  },
+  { additionalProperties: false },
+);
+
+/** The registry entry (bucket ctrlmesh-clusters). */
+export const ClusterRecordSchema = Type.Object(
+  { schema: version, cluster: ClusterIdentitySchema, registeredAt: timestamp, updatedAt: timestamp },
+  { additionalProperties: false },
+);
+
+export const HeartbeatSchema = Type.Object(
+  {
+    schema: version,
+    cluster: name,
+    sentAt: timestamp,
+    /** Whether the agent's informers are in sync with its API server. */
+    apiServerReachable: Type.Boolean(),
+  },
+  { additionalProperties: false },
+);
+
+/** A custom resource as reported: identity and spec, validated by whoever uses it. */
+export const ReportedObjectSchema = Type.Object(
+  {
+    namespace: Type.String(),
+    name,
+    generation: Type.Integer({ minimum: 0 }),
+    labels: Type.Optional(labels),
+    /** The whole manifest (apiVersion, kind, metadata.name/namespace, spec), as validation wants it. */
+    manifest: Type.Unknown(),
+  },
+  { additionalProperties: false },
+);
+
+export const ReportedPodSchema = Type.Object(
+  { namespace: Type.String(), name, labels, ready: Type.Boolean() },
+  { additionalProperties: false },
+);
+
+export const ReportedNamespaceSchema = Type.Object({ name, labels }, { additionalProperties: false });
+
+/** Objects of one related resource in one namespace (the planner's weights). */
+export const ObjectCountSchema = Type.Object(
+  { namespace: Type.String(), resource: Type.String({ minLength: 1 }), count: Type.Integer({ minimum: 0 }) },
+  { additionalProperties: false },
+);
+
+/** An agent's full view of its cluster; sent whole on every debounced change (stored at key report.<cluster>). */
+export const ClusterReportSchema = Type.Object(
+  {
+    schema: version,
+    cluster: name,
+    sentAt: timestamp,
+    /** How this cluster's agent labels namespaces (the proxies' selectors must use the same). */
+    hash: Type.Object(
+      {
+        algorithm: Type.Union([Type.Literal('kusionstack'), Type.Literal('fnv')]),
+        bucketCount: Type.Integer({ minimum: 1 }),
+        labels: Type.Object({ hash: Type.String(), namespace: Type.String(), control: Type.String() }, { additionalProperties: false }),
+      },
+      { additionalProperties: false },
+    ),
+    shardingConfigs: Type.Array(ReportedObjectSchema),
+    circuitBreakers: Type.Array(ReportedObjectSchema),
+    faultInjections: Type.Array(ReportedObjectSchema),
+    pods: Type.Array(ReportedPodSchema),
+    namespaces: Type.Array(ReportedNamespaceSchema),
+    objectCounts: Type.Array(ObjectCountSchema),
+  },
+  { additionalProperties: false },
+);
+
+export const AckSchema = Type.Object(
+  {
+    schema: version,
+    operator: Type.String({ minLength: 1 }),
+    shard: Type.String({ minLength: 1 }),
+    /** The route-table version the proxy has applied. */
+    version: Type.Integer({ minimum: 0 }),
+    /** Which proxy (pod) acknowledges; informational. */
+    from: Type.Optional(Type.String()),
+    ackedAt: timestamp,
+  },
+  { additionalProperties: false },
+);
+
+const HandoverRecordSchema = Type.Object(
+  {
+    /** `<bucket>@<cluster>`. */
+    unit: Type.String({ minLength: 3 }),
+    from: Type.String({ minLength: 1 }),
+    to: Type.Union([Type.String({ minLength: 1 }), Type.Null()]),
+    /** Milliseconds since the epoch, as the hub saw them. */
+    revokedAt: Type.Number(),
+    revokeVersion: Type.Integer({ minimum: 0 }),
+    acknowledgedAt: Type.Optional(Type.Number()),
+    grantedAt: Type.Optional(Type.Number()),
+    grantedBy: Type.Optional(Type.Union([Type.Literal('ack'), Type.Literal('lease-expiry'), Type.Literal('back-to-owner')])),
+  },
+  { additionalProperties: false },
+);
+
+/** The hub's handover bookkeeping for one operator (state bucket, key handover.<operator>). */
+export const HandoverStateSchema = Type.Object(
+  {
+    schema: version,
+    operator: Type.String({ minLength: 1 }),
+    /** Units per shard that the published route tables grant. */
+    effective: Type.Record(Type.String(), Type.Array(Type.String())),
+    pending: Type.Array(HandoverRecordSchema),
+    history: Type.Array(HandoverRecordSchema),
+  },
+  { additionalProperties: false },
+);
+
+export type ClusterIdentity = Static<typeof ClusterIdentitySchema>;
+export type RegisterRequest = Static<typeof RegisterRequestSchema>;
+export type RegisterReply = Static<typeof RegisterReplySchema>;
+export type ClusterRecord = Static<typeof ClusterRecordSchema>;
+export type Heartbeat = Static<typeof HeartbeatSchema>;
+export type ReportedObject = Static<typeof ReportedObjectSchema>;
+export type ReportedPod = Static<typeof ReportedPodSchema>;
+export type ReportedNamespace = Static<typeof ReportedNamespaceSchema>;
+export type ObjectCount = Static<typeof ObjectCountSchema>;
+export type ClusterReport = Static<typeof ClusterReportSchema>;
+export type Ack = Static<typeof AckSchema>;
+export type HandoverRecord = Static<typeof HandoverRecordSchema>;
+export type HandoverStateRecord = Static<typeof HandoverStateSchema>;
+
+/** A schema together with the name logs use for it. */
+export interface MessageKind<S extends TSchema> {
+  kind: string;
+  schema: S;
+}
+
+export const Messages = {
+  registerRequest: { kind: 'RegisterRequest', schema: RegisterRequestSchema },
+  registerReply: { kind: 'RegisterReply', schema: RegisterReplySchema },
+  clusterRecord: { kind: 'ClusterRecord', schema: ClusterRecordSchema },
+  heartbeat: { kind: 'Heartbeat', schema: HeartbeatSchema },
+  clusterReport: { kind: 'ClusterReport', schema: ClusterReportSchema },
+  ack: { kind: 'Ack', schema: AckSchema },
+  handoverState: { kind: 'HandoverState', schema: HandoverStateSchema },
+} as const;

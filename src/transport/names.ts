@@ -1,0 +1,82 @@
+/**
+ * Every NATS subject and JetStream KV bucket ControllerMesh uses, in one place (docs/control-plane.md lists them).
+ * Names that come from users (clusters, operators, shards) are encoded with `encodeToken` so that a `.`, `/` or
+ * any other character can never add a subject token or break a KV key.
+ */
+
+/** KV buckets. */
+export const Buckets = {
+  /** Cluster registry: key `<cluster>` -> ClusterRecord. */
+  clusters: 'ctrlmesh-clusters',
+  /** Hub state: latest reports (`report.<cluster>`) and handovers (`handover.<operator>`). */
+  state: 'ctrlmesh-state',
+  /** Route tables: key `<operator>.<shard>` -> RouteTable. */
+  routes: 'ctrlmesh-routes',
+  /** The hub leader lease: key `leader`, written with compare-and-set; the bucket's TTL is the lease. */
+  hub: 'ctrlmesh-hub',
+} as const;
+export type BucketName = (typeof Buckets)[keyof typeof Buckets];
+
+const PREFIX = 'ctrlmesh';
+
+/** Subjects; functions take decoded names and encode them. */
+export const Subjects = {
+  /** Request/reply: an agent registers its cluster (RegisterRequest -> RegisterReply). */
+  register: `${PREFIX}.register`,
+  heartbeat: (cluster: string): string => `${PREFIX}.heartbeat.${encodeToken(cluster)}`,
+  heartbeatAll: `${PREFIX}.heartbeat.*`,
+  report: (cluster: string): string => `${PREFIX}.report.${encodeToken(cluster)}`,
+  reportAll: `${PREFIX}.report.*`,
+  /** A proxy acknowledges the route-table version it applied. */
+  ack: (operator: string, shard: string): string => `${PREFIX}.ack.${encodeToken(operator)}.${encodeToken(shard)}`,
+  ackAll: `${PREFIX}.ack.*.*`,
+} as const;
+
+/** Keys inside the buckets. */
+export const Keys = {
+  cluster: (cluster: string): string => encodeToken(cluster),
+  route: (operator: string, shard: string): string => `${encodeToken(operator)}.${encodeToken(shard)}`,
+  routesOf: (operator: string): string => `${encodeToken(operator)}.*`,
+  report: (cluster: string): string => `report.${encodeToken(cluster)}`,
+  reportAll: 'report.*',
+  handover: (operator: string): string => `handover.${encodeToken(operator)}`,
+  handoverAll: 'handover.*',
+  leader: 'leader',
+} as const;
+
+const SAFE = /^[A-Za-z0-9_-]$/;
+
+/**
+ * Encodes a name as one NATS token that is also a valid KV key part: letters, digits, `_` and `-` are kept,
+ * every other UTF-8 byte becomes `=XX` (upper-case hex). Reversible by `decodeToken`; the empty string is `=`.
+ */
+export function encodeToken(name: string): string {
+  if (name === '') return '=';
+  let out = '';
+  for (const ch of name) {
+    if (SAFE.test(ch)) {
+      out += ch;
+      continue;
+    }
+    for (const byte of Buffer.from(ch, 'utf8')) out += `=${byte.toString(16).toUpperCase().padStart(2, '0')}`;
+  }
+  return out;
+}
+
+/** Inverse of `encodeToken`; returns undefined for a string `encodeToken` cannot have produced. */
+export function decodeToken(token: string): string | undefined {
+  if (token === '=') return '';
+  if (!/^(?:[A-Za-z0-9_-]|=[0-9A-F]{2})+$/.test(token)) return undefined;
+  const bytes: number[] = [];
+  for (let i = 0; i < token.length; ) {
+    if (token[i] === '=') {
+      bytes.push(Number.parseInt(token.slice(i + 1, i + 3), 16));
+      i += 3;
+    } else {
+      bytes.push(token.charCodeAt(i));
+      i += 1;
+    }
+  }
+  const decoded = Buffer.from(bytes).toString('utf8');
+  return encodeToken(decoded) === token ? decoded : undefined;
+}

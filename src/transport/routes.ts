@@ -1,0 +1,103 @@
+import type { KV } from '@nats-io/kv';
+import type { Logger } from 'pino';
+import { decodeMessage, encodeMessage, receiveMessage } from './codec.js';
+import type { NatsLink } from './connection.js';
+import { openBucket } from './buckets.js';
+import { watchKv, type Watch } from './kv-watch.js';
+import { Messages, MESSAGE_SCHEMA_VERSION, type Ack } from './messages.js';
+import { Buckets, Keys, Subjects } from './names.js';
+import { publishMessage, subscribeMessages } from './pubsub.js';
+import { RouteTableSchema, type RouteTable } from './route-table.js';
+
+export const RouteTableKind = { kind: 'RouteTable', schema: RouteTableSchema } as const;
+
+/**
+ * Writes a route table under `<operator>.<shard>`. With `expectedRevision` the write is a compare-and-set
+ * (0 = the key must not exist yet), so two hubs can never interleave versions. Returns the KV revision.
+ */
+export async function publishRouteTable(routes: KV, table: RouteTable, expectedRevision?: number): Promise<number> {
+  const key = Keys.route(table.operator, table.shard);
+  const data = encodeMessage(RouteTableKind, table);
+  if (expectedRevision === undefined) return routes.put(key, data);
+  if (expectedRevision === 0) return routes.create(key, data);
+  return routes.update(key, data, expectedRevision);
+}
+
+/** The current route table of a shard and its KV revision, or undefined if none (or the stored one is invalid). */
+export async function readRouteTable(
+  routes: KV,
+  id: { operator: string; shard: string },
+): Promise<{ table: RouteTable; revision: number } | undefined> {
+  const entry = await routes.get(Keys.route(id.operator, id.shard));
+  if (!entry || entry.operation !== 'PUT') return undefined;
+  const decoded = decodeMessage(RouteTableKind, entry.value);
+  return decoded.ok ? { table: decoded.value, revision: entry.revision } : undefined;
+}
+
+export interface WatchRouteTableOptions {
+  link: NatsLink;
+  operator: string;
+  shard: string;
+  logger: Logger;
+  /** Called with the current table first, then each newer version; never with an older or equal version. */
+  onTable: (table: RouteTable) => void;
+}
+
+/** Follows one shard's route table; survives NATS restarts and waits for the bucket if the hub has not made it. */
+export function watchRouteTable(options: WatchRouteTableOptions): Watch {
+  let applied = -1;
+  return watchKv({
+    link: options.link,
+    open: () => openBucket(options.link.js, Buckets.routes),
+    key: Keys.route(options.operator, options.shard),
+    logger: options.logger,
+    onEntry: (entry) => {
+      if (entry.operation !== 'PUT') return;
+      const table = receiveMessage(RouteTableKind, entry.value, { logger: options.logger, source: `${Buckets.routes}/${entry.key}` });
+      if (!table || table.version <= applied) return;
+      applied = table.version;
+      options.onTable(table);
+    },
+  });
+}
+
+export interface AcknowledgeOptions {
+  link: NatsLink;
+  operator: string;
+  shard: string;
+  version: number;
+  /** The acknowledging proxy (pod name). */
+  from?: string;
+  now?: Date;
+}
+
+/**
+ * A proxy tells the hub it has applied `version` of its route table. Fire-and-forget: a lost ack only delays a
+ * handover until the shard's lease expires, so a proxy may also repeat its latest ack periodically.
+ */
+export function acknowledge(options: AcknowledgeOptions): void {
+  const ack: Ack = {
+    schema: MESSAGE_SCHEMA_VERSION,
+    operator: options.operator,
+    shard: options.shard,
+    version: options.version,
+    ackedAt: (options.now ?? new Date()).toISOString(),
+    ...(options.from ? { from: options.from } : {}),
+  };
+  publishMessage(options.link, Subjects.ack(options.operator, options.shard), Messages.ack, ack);
+}
+
+/** Receives every proxy's acknowledgements (validated). */
+export function subscribeAcks(options: { link: NatsLink; logger: Logger; onAck: (ack: Ack) => void }): { unsubscribe(): void } {
+  return subscribeMessages({
+    link: options.link,
+    subject: Subjects.ackAll,
+    kind: Messages.ack,
+    logger: options.logger,
+    handler: (ack, msg) => {
+      // The subject names the shard too: a mismatch is a confused or malicious sender.
+      if (msg.subject === Subjects.ack(ack.operator, ack.shard)) options.onAck(ack);
+      else options.logger.warn({ subject: msg.subject, operator: ack.operator, shard: ack.shard }, 'dropped an ack whose shard does not match its subject');
+    },
+  });
+}

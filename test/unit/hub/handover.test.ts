@@ -1,0 +1,95 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { EMPTY_HANDOVER_STATE, handoverStep, unitKey, type HandoverState, type Ownership } from '../../../src/hub/handover.js';
+
+const LEASE = 10_000;
+const u = (b: number): string => unitKey('a', b);
+
+function step(state: HandoverState, desired: Ownership, extra: { versions?: Record<string, number>; acks?: Record<string, number>; now: number }) {
+  return handoverStep({ state, desired, versions: extra.versions ?? {}, acks: extra.acks ?? {}, now: extra.now, leaseMs: LEASE, historyLimit: 10 });
+}
+
+describe('handoverStep', () => {
+  it('grants unowned units at once', () => {
+    const out = step(EMPTY_HANDOVER_STATE, { s0: [u(0), u(1)], s1: [u(2)] }, { now: 0 });
+    expect(out.state.effective).toEqual({ s0: [u(0), u(1)], s1: [u(2)] });
+    expect(out.changedShards).toEqual(['s0', 's1']);
+    expect(out.state.pending).toEqual([]);
+  });
+
+  it('revokes first and grants after the old shard acknowledges', () => {
+    const start = step(EMPTY_HANDOVER_STATE, { s0: [u(0), u(1)], s1: [] }, { now: 0 }).state;
+    const revoked = step(start, { s0: [u(0)], s1: [u(1)] }, { versions: { s0: 1, s1: 1 }, now: 100 });
+    expect(revoked.state.effective).toEqual({ s0: [u(0)], s1: [] });
+    expect(revoked.changedShards).toEqual(['s0']);
+    expect(revoked.state.pending).toMatchObject([{ unit: u(1), from: 's0', to: 's1', revokedAt: 100, revokeVersion: 2 }]);
+    expect(revoked.nextDeadline).toBe(100 + LEASE);
+
+    const stale = step(revoked.state, { s0: [u(0)], s1: [u(1)] }, { versions: { s0: 2, s1: 1 }, acks: { s0: 1 }, now: 200 });
+    expect(stale.state.effective.s1).toEqual([]);
+
+    const granted = step(revoked.state, { s0: [u(0)], s1: [u(1)] }, { versions: { s0: 2, s1: 1 }, acks: { s0: 2 }, now: 300 });
+    expect(granted.state.effective).toEqual({ s0: [u(0)], s1: [u(1)] });
+    expect(granted.changedShards).toEqual(['s1']);
+    expect(granted.state.history).toMatchObject([{ unit: u(1), revokedAt: 100, acknowledgedAt: 300, grantedAt: 300, grantedBy: 'ack' }]);
+  });
+
+  it('grants after the lease expires when no ack comes', () => {
+    const start = step(EMPTY_HANDOVER_STATE, { s0: [u(0)], s1: [] }, { now: 0 }).state;
+    const revoked = step(start, { s0: [], s1: [u(0)] }, { versions: { s0: 1 }, now: 0 }).state;
+    expect(step(revoked, { s0: [], s1: [u(0)] }, { now: LEASE - 1 }).state.effective.s1).toEqual([]);
+    const late = step(revoked, { s0: [], s1: [u(0)] }, { now: LEASE });
+    expect(late.state.effective.s1).toEqual([u(0)]);
+    expect(late.state.history[0]?.grantedBy).toBe('lease-expiry');
+  });
+
+  it('never lets two shards own a unit, nor grants before the old owner is fenced', () => {
+    const shards = ['s0', 's1', 's2'];
+    const action = fc.oneof(
+      fc.record({ kind: fc.constant('plan' as const), owners: fc.array(fc.option(fc.constantFrom(...shards)), { minLength: 4, maxLength: 4 }) }),
+      fc.record({ kind: fc.constant('ack' as const), shard: fc.constantFrom(...shards) }),
+      fc.record({ kind: fc.constant('time' as const), ms: fc.integer({ min: 0, max: LEASE }) }),
+    );
+    fc.assert(
+      fc.property(fc.array(action, { maxLength: 40 }), (actions) => {
+        let state = EMPTY_HANDOVER_STATE;
+        let desired: Ownership = {};
+        let now = 0;
+        const versions: Record<string, number> = {};
+        const acks: Record<string, number> = {};
+        // Per unit: revocations not yet known to be fenced.
+        const revocations: { unit: string; from: string; version: number; at: number }[] = [];
+        for (const a of actions) {
+          if (a.kind === 'plan') {
+            desired = Object.fromEntries(shards.map((s) => [s, a.owners.flatMap((o, b) => (o === s ? [u(b)] : []))]));
+          } else if (a.kind === 'ack') {
+            acks[a.shard] = versions[a.shard] ?? 0;
+          } else now += a.ms;
+          const before = state.effective;
+          const out = step(state, desired, { versions: { ...versions }, acks: { ...acks }, now });
+          for (const shard of out.changedShards) versions[shard] = (versions[shard] ?? 0) + 1;
+          for (const p of out.state.pending) {
+            if (p.revokedAt === now && !revocations.some((r) => r.unit === p.unit && r.at === now && r.from === p.from)) {
+              revocations.push({ unit: p.unit, from: p.from, version: p.revokeVersion, at: now });
+            }
+          }
+          const owners = new Map<string, string>();
+          for (const [shard, units] of Object.entries(out.state.effective)) {
+            for (const unit of units) {
+              expect(owners.has(unit), `${unit} owned twice`).toBe(false);
+              owners.set(unit, shard);
+              if ((before[shard] ?? []).includes(unit)) continue;
+              for (const r of revocations) {
+                if (r.unit !== unit || r.from === shard) continue;
+                const fenced = (acks[r.from] ?? -1) >= r.version || now >= r.at + LEASE;
+                expect(fenced, `${unit} granted to ${shard} before ${r.from} was fenced`).toBe(true);
+              }
+            }
+          }
+          state = out.state;
+        }
+      }),
+      { numRuns: 300 },
+    );
+  });
+});
