@@ -17,6 +17,7 @@ export {
 export { type BreakerOptions } from './cluster-breaker.js';
 export { decide, type Decision } from './enforce.js';
 export { FileRouteSource } from './file-route-source.js';
+export { NatsRouteSource, type NatsRouteSourceOptions } from './nats-route-source.js';
 export { LockRenamer } from './leader-election.js';
 export { leaseExpired } from './fencing.js';
 export { startProxy, type ListenAddress, type ProxyConfig, type ProxyDeps, type RunningProxy } from './proxy-server.js';

@@ -3,6 +3,7 @@ import { UsageError } from '../../errors.js';
 import { createRegistry } from '../../metrics/index.js';
 import {
   FileRouteSource,
+  NatsRouteSource,
   TableStore,
   createApiGuard,
   loadCredentials,
@@ -11,6 +12,7 @@ import {
   startProxy,
   type ListenAddress,
   type ProxyConfig,
+  type RouteSource,
   type RuleSet,
 } from '../../proxy/index.js';
 import { intValue, requiredString, stringList, stringValue, type Command, type CommandContext } from '../command.js';
@@ -41,18 +43,42 @@ function proxyConfig(ctx: CommandContext): ProxyConfig {
   });
 }
 
+/** The route source the flags name: a file (static tables) or the hub's NATS KV bucket (live, leased). */
+function routeSource(ctx: CommandContext): RouteSource {
+  const file = stringValue(ctx, 'route-table');
+  const nats = stringList(ctx, 'nats');
+  if ((file === undefined) === (nats.length === 0)) throw new UsageError('give either --route-table FILE or --nats URL (with --operator and --shard)');
+  if (file !== undefined) return new FileRouteSource({ path: file, logger: ctx.logger });
+  const from = stringValue(ctx, 'pod-name') ?? ctx.env.POD_NAME;
+  const token = ctx.env.CTRLMESH_NATS_TOKEN;
+  return new NatsRouteSource({
+    servers: nats,
+    operator: requiredString(ctx, 'operator'),
+    shard: requiredString(ctx, 'shard'),
+    logger: ctx.logger,
+    ...(from ? { from } : {}),
+    ...(token ? { token } : {}),
+  });
+}
+
 export const proxyCommand: Command = {
   name: 'proxy',
   summary: 'Run the sidecar proxy: route by cluster, enforce the shard, break circuits, limit, inject faults.',
-  usage: '--route-table FILE --credentials KUBECONFIG [--store FILE] [--listen HOST:PORT] [--rules FILE]...',
+  usage: '(--route-table FILE | --nats URL --operator NS/NAME --shard NAME) --credentials KUBECONFIG [--store FILE] [--rules FILE]...',
   details:
-    'Route tables come from --route-table (re-read when it changes); the last applied one is kept in --store and\n' +
-    'served from there when the source is unavailable at start. --credentials is a kubeconfig whose context names\n' +
+    'Route tables come from --route-table (re-read when it changes) or from the hub through NATS (--nats, acknowledged\n' +
+    'there; NATS token from CTRLMESH_NATS_TOKEN). The last applied table is kept in --store and served from there\n' +
+    'when the source is unavailable at start; out of contact with NATS for longer than the table\'s lease, the proxy\n' +
+    'fences itself (serves no bucket; /readyz says so). --credentials is a kubeconfig whose context names\n' +
     'are the cluster names of the route table (client certificates or tokens; servers and CAs come from the table).\n' +
     '/healthz, /readyz and /metrics are on --ops-listen. With --egress-listen, external REST calls sent through\n' +
     'that HTTP proxy (HTTP_PROXY/HTTPS_PROXY) are judged by the CircuitBreaker and FaultInjection rules of --rules.',
   options: {
     'route-table': { type: 'string', valueName: 'FILE', description: 'route table JSON (as the hub publishes it)' },
+    nats: { type: 'string', multiple: true, valueName: 'URL', description: 'NATS server of the hub (repeatable), instead of --route-table' },
+    operator: { type: 'string', valueName: 'NS/NAME', description: 'with --nats: the operator (its root or hand-written ShardingConfig)' },
+    shard: { type: 'string', valueName: 'NAME', description: 'with --nats: this proxy\'s shard' },
+    'pod-name': { type: 'string', valueName: 'NAME', description: 'with --nats: name in acknowledgements (default $POD_NAME)' },
     credentials: { type: 'string', valueName: 'FILE', description: 'kubeconfig with one context per cluster name' },
     store: { type: 'string', valueName: 'FILE', description: 'where the last applied table is kept (default .ctrlmesh/proxy-route-table.json)' },
     listen: { type: 'string', valueName: 'HOST:PORT', description: 'API listener for the operator (default 127.0.0.1:5443)' },
@@ -67,7 +93,7 @@ export const proxyCommand: Command = {
   },
   run: async (ctx) => {
     const config = proxyConfig(ctx);
-    const routeTable = requiredString(ctx, 'route-table');
+    const source = routeSource(ctx);
     const credentials = loadCredentials(requiredString(ctx, 'credentials'));
     const ruleFiles = stringList(ctx, 'rules');
     const egress = stringValue(ctx, 'egress-listen') === undefined ? undefined : listenAddress(ctx, 'egress-listen', '');
@@ -78,7 +104,7 @@ export const proxyCommand: Command = {
     const registry = createRegistry('proxy');
     const proxy = await startProxy({
       config,
-      source: new FileRouteSource({ path: routeTable, logger }),
+      source,
       store: new TableStore(stringValue(ctx, 'store') ?? '.ctrlmesh/proxy-route-table.json'),
       credentials,
       registry,
