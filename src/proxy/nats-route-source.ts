@@ -1,3 +1,5 @@
+import { connect as tcpConnect } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { acknowledge, connectNats, watchRouteTable, type NatsLink, type RouteTable, type Watch } from '../transport/index.js';
 import type { RouteSource, RouteSourceHandlers } from './route-source.js';
@@ -38,21 +40,46 @@ export class NatsRouteSource implements RouteSource {
   async start(handlers: RouteSourceHandlers): Promise<void> {
     const { servers, token, operator, shard, logger } = this.options;
     handlers.onContact(false);
-    connectNats({ servers, name: `ctrlmesh-proxy-${shard}`, logger, ...(token ? { token } : {}) }).then(
-      (link) => {
-        if (this.stopped) return void link.close();
-        this.link = link;
-        handlers.onContact(link.state() === 'connected');
-        this.unlisten = link.onEvent((event) => {
-          handlers.onContact(event.state === 'connected');
-          if (event.state === 'connected') this.sendAck();
-        });
-        this.watch = watchRouteTable({ link, operator, shard, logger, onTable: handlers.onTable });
-      },
-      (err: unknown) => logger.error({ err }, 'cannot connect to NATS; serving the stored table while it lasts'),
-    );
+    this.untilReachable()
+      .then(() => (this.stopped ? undefined : connectNats({ servers, name: `ctrlmesh-proxy-${shard}`, logger, ...(token ? { token } : {}) })))
+      .then(
+        (link) => {
+          if (link === undefined) return;
+          if (this.stopped) return void link.close();
+          this.link = link;
+          handlers.onContact(link.state() === 'connected');
+          this.unlisten = link.onEvent((event) => {
+            handlers.onContact(event.state === 'connected');
+            if (event.state === 'connected') this.sendAck();
+          });
+          this.watch = watchRouteTable({ link, operator, shard, logger, onTable: handlers.onTable });
+        },
+        (err: unknown) => logger.error({ err }, 'cannot connect to NATS; serving the stored table while it lasts'),
+      );
     this.reack = setInterval(() => this.sendAck(), this.options.reackMs ?? 10_000);
     this.reack.unref();
+  }
+
+  /**
+   * Waits until some server accepts a TCP connection, polling with unreferenced timers that stop() ends: the NATS
+   * client's own first-connect loop cannot be cancelled, and would keep a stopped proxy's process alive.
+   */
+  private async untilReachable(): Promise<void> {
+    const reachable = (url: string): Promise<boolean> =>
+      new Promise((resolve) => {
+        const { hostname, port } = new URL(url.includes('://') ? url : `nats://${url}`);
+        const socket = tcpConnect({ host: hostname, port: Number(port || 4222) });
+        socket.unref();
+        socket.once('connect', () => {
+          socket.destroy();
+          resolve(true);
+        });
+        socket.once('error', () => resolve(false));
+      });
+    while (!this.stopped) {
+      if ((await Promise.all(this.options.servers.map(reachable))).some(Boolean)) return;
+      await sleep(500, undefined, { ref: false });
+    }
   }
 
   async acknowledge(table: RouteTable): Promise<void> {

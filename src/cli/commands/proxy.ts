@@ -125,7 +125,8 @@ export const proxyCommand: Command = {
     };
     for (const file of ruleFiles) watchFile(file, { interval: 500 }, reload);
     ctx.stdout.write(`proxy listening on ${proxy.apiUrl} (ops ${proxy.opsUrl}${egressProxy ? `, egress ${egressProxy.url}` : ''})\n`);
-    await new Promise<void>((resolve) => ctx.signal.addEventListener('abort', () => resolve(), { once: true }));
+    // A signal that came while the proxy was starting has already fired: do not wait for another.
+    if (!ctx.signal.aborted) await new Promise<void>((resolve) => ctx.signal.addEventListener('abort', () => resolve(), { once: true }));
     for (const file of ruleFiles) unwatchFile(file, reload);
     await egressProxy?.close();
     await proxy.close();
