@@ -27,16 +27,12 @@ export class ClusterLinks {
 
   link(route: ClusterRoute): ClusterLink {
     const { credentials, upstream, breaker, metrics, logger } = this.options;
-    const candidate = new ClusterUpstream(route, credentials.get(route.name), upstream);
     const existing = this.links.get(route.name);
-    if (existing && existing.upstream.fingerprint === candidate.fingerprint) {
-      void candidate.pool.destroy();
-      return existing;
-    }
+    if (existing?.upstream.fingerprint === ClusterUpstream.fingerprint(route, credentials.get(route.name), upstream)) return existing;
     if (existing) this.release(existing);
     if (!credentials.has(route.name)) logger.warn({ cluster: route.name }, 'no credentials for this cluster: requests go unauthenticated');
     const link = {
-      upstream: candidate,
+      upstream: new ClusterUpstream(route, credentials.get(route.name), upstream),
       breaker: createClusterBreaker({ cluster: route.name, settings: breaker, gauge: metrics.breakerState, logger }),
       metrics: new ClusterMetrics(metrics, route.name),
     };

@@ -38,7 +38,7 @@ export class ClusterUpstream {
     this.server = new URL(route.server);
     this.virtualBase = virtualOrigin(route.name);
     this.authorization = credentials?.token === undefined ? undefined : `Bearer ${credentials.token}`;
-    this.fingerprint = JSON.stringify([route.server, route.caPem, credentials ?? null, options]);
+    this.fingerprint = ClusterUpstream.fingerprint(route, credentials, options);
     this.tls =
       this.server.protocol === 'https:'
         ? { ca: route.caPem === '' ? undefined : route.caPem, cert: credentials?.certPem, key: credentials?.keyPem, rejectUnauthorized: true }
@@ -52,6 +52,11 @@ export class ClusterUpstream {
       bodyTimeout: 0,
       ...(this.tls ? { connect: this.tls } : {}),
     });
+  }
+
+  /** What a pool is built from; equal fingerprints can share one pool. */
+  static fingerprint(route: ClusterRoute, credentials: ClusterCredentials | undefined, options: UpstreamOptions): string {
+    return JSON.stringify([route.server, route.caPem, credentials ?? null, options]);
   }
 
   /** The path on the API server for a request path (a server URL may carry a path prefix). */

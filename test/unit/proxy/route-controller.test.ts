@@ -94,8 +94,11 @@ describe('RouteController', () => {
     source.handlers!.onTable(table(1, []));
     expect(controller.current!.table.version).toBe(2);
     expect(expired).toEqual([]);
+    const breaker = controller.current!.clusters.get('a')!.breaker;
     source.handlers!.onTable(table(3, [1]));
     expect(expired).toEqual(['configmaps']);
+    // Only buckets moved: the cluster keeps its pool and its breaker (and the breaker's state).
+    expect(controller.current!.clusters.get('a')!.breaker).toBe(breaker);
     expect(controller.watches.size).toBe(0);
     await vi.waitFor(() => expect(source.acks).toEqual([2, 3]));
   });
