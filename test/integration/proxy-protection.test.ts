@@ -101,18 +101,23 @@ describe('the reference CircuitBreaker and FaultInjection examples', () => {
   const files = [join(EXAMPLES, 'circuit-breaker.yaml'), join(EXAMPLES, 'fault-injection.yaml')];
   // ns-a is where the example's slow-pod-updates rule applies; its KusionStack bucket is 15.
   const ns = 'ns-a';
+  const prefix = uniqueName('p');
+  const pod = (i: number): string => `${prefix}-${i}`;
   let harness: TestProxy;
   let clock = Date.parse('2026-11-20T10:00:00Z'); // a Friday, inside flaky-external's 09:00-18:00 weekdays
   let roll = 0.1;
-  let createdNs = false;
 
   beforeAll(async () => {
-    createdNs = await admin.createNamespace({ body: { metadata: { name: ns } } }).then(
-      () => true,
-      () => false,
-    );
+    // ns-a is a shared name in the bed (other files use it too): wait out another file's deletion, never delete it.
+    await settles(async () => {
+      const phase = await admin.readNamespace({ name: ns }).then(
+        (found) => found.status?.phase,
+        () => admin.createNamespace({ body: { metadata: { name: ns } } }).then((made) => made.status?.phase ?? 'Active'),
+      );
+      expect(phase).toBe('Active');
+    }, 60_000);
     for (let i = 0; i < 12; i++) {
-      await admin.createNamespacedPod({ namespace: ns, body: { metadata: { name: `p${i}`, labels: { [HASH_LABEL]: '15' } }, spec: { containers: [{ name: 'c', image: 'busybox' }] } } });
+      await admin.createNamespacedPod({ namespace: ns, body: { metadata: { name: pod(i), labels: { [HASH_LABEL]: '15' } }, spec: { containers: [{ name: 'c', image: 'busybox' }] } } });
     }
     const rules = await loadRules(files, clock);
     harness = await startTestProxy({
@@ -126,27 +131,26 @@ describe('the reference CircuitBreaker and FaultInjection examples', () => {
 
   afterAll(async () => {
     await harness?.close();
-    await admin.deleteCollectionNamespacedPod({ namespace: ns, gracePeriodSeconds: 0 }).catch(() => undefined);
-    if (createdNs) await admin.deleteNamespace({ name: ns });
+    for (let i = 0; i < 12; i++) await admin.deleteNamespacedPod({ name: pod(i), namespace: ns, gracePeriodSeconds: 0 }).catch(() => undefined);
   });
 
   it('"deletes": 10 pod deletes pass, then the breaker opens (417) for the 5m sleeping window', async () => {
     const core = harness.kubeConfig().makeApiClient(CoreV1Api);
     const codes: number[] = [];
-    for (let i = 0; i < 12; i++) codes.push(await code(core.deleteNamespacedPod({ name: `p${i}`, namespace: ns, gracePeriodSeconds: 0 })));
+    for (let i = 0; i < 12; i++) codes.push(await code(core.deleteNamespacedPod({ name: pod(i), namespace: ns, gracePeriodSeconds: 0 })));
     expect(codes.slice(0, 10)).toEqual(Array(10).fill(200));
     expect(codes.slice(10)).toEqual([417, 417]);
     clock += 4 * 60_000;
-    expect(await code(core.deleteNamespacedPod({ name: 'p10', namespace: ns, gracePeriodSeconds: 0 }))).toBe(417);
+    expect(await code(core.deleteNamespacedPod({ name: pod(10), namespace: ns, gracePeriodSeconds: 0 }))).toBe(417);
     clock += 61_000;
-    expect(await code(core.deleteNamespacedPod({ name: 'p10', namespace: ns, gracePeriodSeconds: 0 }))).toBe(200);
+    expect(await code(core.deleteNamespacedPod({ name: pod(10), namespace: ns, gracePeriodSeconds: 0 }))).toBe(200);
   });
 
   it('"slow-pod-updates": a pod patch in ns-a is delayed when its 50% roll hits, not otherwise', async () => {
     const core = harness.kubeConfig().makeApiClient(CoreV1Api);
     const delayed = async (): Promise<number> =>
       (await metricValue(harness, 'ctrlmesh_proxy_faults_injected_total', { rule: 'slow-pod-updates', fault: 'delay' })) ?? 0;
-    const patch = () => core.readNamespacedPod({ name: 'p11', namespace: ns }).then((pod) => core.replaceNamespacedPod({ name: 'p11', namespace: ns, body: pod }));
+    const patch = () => core.readNamespacedPod({ name: pod(11), namespace: ns }).then((found) => core.replaceNamespacedPod({ name: pod(11), namespace: ns, body: found }));
     roll = 0.9;
     await patch();
     expect(await delayed()).toBe(0);
