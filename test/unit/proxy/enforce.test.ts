@@ -1,30 +1,18 @@
 import { describe, expect, it } from 'vitest';
 import { ClusterShardView, decide, withClientSelector, parseRequestInfo } from '../../../src/proxy/index.js';
 import type { RouteTable } from '../../../src/transport/index.js';
+import { clusterFixture, routeTableFixture } from './route-table-fixture.js';
 
 // KusionStack hash vectors: ns-a -> 15, ns-b -> 16, default -> 5.
-const table: RouteTable = {
-  schema: 1,
-  operator: 'op/demo',
-  shard: 's1',
-  version: 1,
-  issuedAt: '2026-11-21T00:00:00Z',
-  homeCluster: 'a',
-  hashAlgorithm: 'kusionstack',
-  bucketCount: 32,
+const table: RouteTable = routeTableFixture({
   labels: { hash: 'ctrlmesh.kusionstack.io/shard-hash', namespace: 'ctrlmesh.kusionstack.io/namespace', control: 'ctrlmesh.kusionstack.io/control' },
-  leaseSeconds: 30,
   clusters: [
-    {
-      name: 'a',
-      server: 'https://127.0.0.1:1',
-      caPem: '',
-      buckets: [15, 3],
+    clusterFixture('a', [15, 3], {
       bucketOwners: { '16': 's2' },
       limits: [{ relateResources: [{ apiGroups: ['*'], resources: ['pods', 'nodes'] }], selector: { matchLabels: { app: 'foo' } } }],
-    },
+    }),
   ],
-};
+});
 const view = new ClusterShardView({ table, route: table.clusters[0]!, fenced: false });
 const request = (method: string, path: string, query = '') => decide(parseRequestInfo(method, path, new URLSearchParams(query)), view, 's1');
 const HASH = 'ctrlmesh.kusionstack.io/shard-hash';

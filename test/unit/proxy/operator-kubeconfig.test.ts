@@ -1,20 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { operatorKubeconfig, parseRouteTable } from '../../../src/proxy/index.js';
 import type { RouteTable } from '../../../src/transport/index.js';
+import { clusterFixture, routeTableFixture } from './route-table-fixture.js';
 
-const table: RouteTable = {
-  schema: 1,
-  operator: 'op/demo',
-  shard: 's1',
-  version: 1,
-  issuedAt: '2026-11-21T00:00:00Z',
-  homeCluster: 'b',
-  hashAlgorithm: 'fnv',
-  bucketCount: 32,
-  labels: { hash: 'h', namespace: 'n', control: 'c' },
-  leaseSeconds: 30,
-  clusters: ['a', 'b'].map((name) => ({ name, server: `https://${name}.example:6443`, caPem: '', buckets: [], limits: [] })),
-};
+const table: RouteTable = routeTableFixture({ homeCluster: 'b', hashAlgorithm: 'fnv', clusters: ['a', 'b'].map((name) => clusterFixture(name, [])) });
 
 describe('operatorKubeconfig', () => {
   it('has a context per cluster, the home one current at the plain proxy URL, and no credentials', () => {

@@ -10,23 +10,12 @@ import { RouteController } from '../../../src/proxy/route-controller.js';
 import type { RouteSource, RouteSourceHandlers } from '../../../src/proxy/route-source.js';
 import { TableStore } from '../../../src/proxy/table-store.js';
 import type { RouteTable } from '../../../src/transport/index.js';
+import { clusterFixture, routeTableFixture } from './route-table-fixture.js';
 
 const logger = pino({ level: 'silent' });
 
 function table(version: number, buckets: number[], leaseSeconds = 10): RouteTable {
-  return {
-    schema: 1,
-    operator: 'op/demo',
-    shard: 's1',
-    version,
-    issuedAt: '2026-11-21T00:00:00Z',
-    homeCluster: 'a',
-    hashAlgorithm: 'kusionstack',
-    bucketCount: 32,
-    labels: { hash: 'h', namespace: 'n', control: 'c' },
-    leaseSeconds,
-    clusters: [{ name: 'a', server: 'https://127.0.0.1:1', caPem: '', buckets, limits: [] }],
-  };
+  return routeTableFixture({ version, leaseSeconds, clusters: [clusterFixture('a', buckets)] });
 }
 
 /** A source driven by the test: what a NATS KV source reports, without NATS. */
