@@ -7,20 +7,18 @@ import { clusterEndpoint } from '../kube/index.js';
 import { createAgentMetrics, createRegistry, registerOpsRoutes, type AgentMetrics } from '../metrics/index.js';
 import { createHashSettings, type HashSettings, type HashSettingsInput } from '../sharding/index.js';
 import {
-  Buckets,
   MESSAGE_SCHEMA_VERSION,
   Messages,
-  RouteTableKind,
   Subjects,
   connectNats,
-  openBucket,
   publishMessage,
-  receiveMessage,
-  watchKv,
+  watchRouteTables,
+  type ClusterReport,
   type NatsLink,
   type RouteTable,
   type Watch,
 } from '../transport/index.js';
+import { DebouncedRunner } from '../runtime/index.js';
 import { ClusterWatch } from './cluster-watch.js';
 import { installCrds } from './crds.js';
 import { Labeller, labelWork } from './labeller.js';
@@ -29,7 +27,7 @@ import { registerCluster } from './register.js';
 import { relatedResources } from './related.js';
 import { buildReport } from './report.js';
 import { shardingConfigStatus, statusChanged } from './sharding-status.js';
-import { registerWebhook, startWebhookServer, WEBHOOK_PATH, type WebhookTls } from './webhook.js';
+import { registerWebhook, removeWebhook, startWebhookServer, WEBHOOK_PATH, type WebhookTls } from './webhook.js';
 import { mintWebhookTls } from './webhook-tls.js';
 
 export interface AgentOptions {
@@ -43,6 +41,12 @@ export interface AgentOptions {
   /** API server URL the proxies should use, when it differs from the kubeconfig's. */
   advertisedServer?: string;
   heartbeatMs: number;
+  /**
+   * How often the latest report is sent again although nothing changed. Reports are fire-and-forget, so one sent
+   * while no hub leads (a lease hand-over) or while JetStream is still recovering (a NATS restart) is lost; the
+   * repeat delivers it. The hub ignores a repeat that matches what it stored.
+   */
+  reportRepeatMs: number;
   debounceMs: number;
   skipNamespaces: readonly string[];
   labelQps: number;
@@ -57,6 +61,7 @@ export interface AgentOptions {
 
 export const AGENT_DEFAULTS = {
   heartbeatMs: 2_000,
+  reportRepeatMs: 30_000,
   debounceMs: 200,
   skipNamespaces: DEFAULT_SKIPPED_NAMESPACES,
   labelQps: 50,
@@ -120,7 +125,13 @@ export async function startAgent(options: AgentOptions, deps: { logger: Logger; 
     ...(webhookUrl ? { webhookUrl } : {}),
     async stop() {
       abort.abort();
+      // After the loop, so no sync can register the webhook again; a failure must not keep the agent from exiting.
       await loop.stop();
+      if (webhook) {
+        await removeWebhook({ kc: options.kc, cluster: options.cluster }).catch((err: unknown) =>
+          logger.warn({ err: (err as Error).message }, 'could not remove the MutatingWebhookConfiguration; it stays, ignoring failures'),
+        );
+      }
       await ops.close();
       await webhookServer?.app.close();
       await link.close();
@@ -147,13 +158,14 @@ class AgentLoop {
   private readonly routes = new Map<string, RouteTable>();
   private routesWatch: Watch | undefined;
   private heartbeat: NodeJS.Timeout | undefined;
-  private debounce: NodeJS.Timeout | undefined;
+  private repeat: NodeJS.Timeout | undefined;
+  private lastReport: ClusterReport | undefined;
+  private readonly syncer: DebouncedRunner;
   private relatedKey = '';
   private unlisten: (() => void) | undefined;
-  private busy: Promise<void> | undefined;
-  private again = false;
 
   constructor(private readonly c: LoopContext) {
+    this.syncer = new DebouncedRunner({ delayMs: c.options.debounceMs, task: () => this.sync() });
     const { kc } = c.options;
     this.custom = kc.makeApiClient(CustomObjectsApi);
     this.labeller = new Labeller({ kc, logger: c.logger, metrics: c.metrics, qps: c.options.labelQps });
@@ -179,20 +191,17 @@ class AgentLoop {
         .then(() => this.schedule())
         .catch((err: unknown) => logger.error({ err }, 'registration after reconnecting failed'));
     });
-    this.routesWatch = watchKv({
+    this.routesWatch = watchRouteTables({
       link,
-      open: () => openBucket(link.js, Buckets.routes),
       key: '>',
       logger,
-      onEntry: (entry) => {
-        if (entry.operation !== 'PUT') return;
-        const table = receiveMessage(RouteTableKind, entry.value, { logger, source: `${Buckets.routes}/${entry.key}` });
-        if (!table) return;
+      onTable: (table) => {
         this.routes.set(`${table.operator}\u0000${table.shard}`, table);
         this.schedule();
       },
     });
     this.heartbeat = setInterval(() => this.sendHeartbeat(), this.c.options.heartbeatMs);
+    this.repeat = setInterval(() => this.repeatReport(), this.c.options.reportRepeatMs);
     this.sendHeartbeat();
   }
 
@@ -205,10 +214,10 @@ class AgentLoop {
 
   async stop(): Promise<void> {
     clearInterval(this.heartbeat);
-    clearTimeout(this.debounce);
+    clearInterval(this.repeat);
     this.unlisten?.();
     this.routesWatch?.stop();
-    await this.busy;
+    await this.syncer.stop();
     await this.watch.stop();
   }
 
@@ -223,33 +232,19 @@ class AgentLoop {
   }
 
   private schedule(): void {
-    if (this.c.signal.aborted) return;
-    clearTimeout(this.debounce);
-    this.debounce = setTimeout(() => void this.sync(), this.c.options.debounceMs);
+    if (!this.c.signal.aborted) this.syncer.schedule();
   }
 
   /** One pass over the informers' caches: report, related resources, statuses, labels. */
   private async sync(): Promise<void> {
-    if (this.busy) {
-      this.again = true;
-      return;
-    }
-    this.busy = (async () => {
-      try {
-        const configs = this.validConfigs();
-        await this.updateRelated(configs);
-        this.sendReport();
-        await this.writeStatuses();
-        this.label();
-      } catch (err) {
-        this.c.logger.warn({ err: (err as Error).message }, 'sync failed; retrying on the next change');
-      }
-    })();
-    await this.busy;
-    this.busy = undefined;
-    if (this.again) {
-      this.again = false;
-      this.schedule();
+    try {
+      const configs = this.validConfigs();
+      await this.updateRelated(configs);
+      this.sendReport();
+      await this.writeStatuses();
+      this.label();
+    } catch (err) {
+      this.c.logger.warn({ err: (err as Error).message }, 'sync failed; retrying on the next change');
     }
   }
 
@@ -296,6 +291,15 @@ class AgentLoop {
       related,
       now: new Date(),
     });
+    this.lastReport = report;
+    this.publishReport(report);
+  }
+
+  private repeatReport(): void {
+    if (this.lastReport && this.c.link.state() === 'connected') this.publishReport(this.lastReport);
+  }
+
+  private publishReport(report: ClusterReport): void {
     publishMessage(this.c.link, Subjects.report(this.c.options.cluster), Messages.clusterReport, report);
     this.c.metrics.reportsSent.inc();
   }

@@ -53,6 +53,11 @@ export interface WebhookRegistration {
   resources: readonly { group: string; resource: string }[];
 }
 
+/** One MutatingWebhookConfiguration per registered cluster name, so agents of different clusters never collide. */
+export function webhookConfigurationName(cluster: string): string {
+  return `ctrlmesh-agent-${cluster}`.toLowerCase().replace(/[^a-z0-9.-]/g, '-');
+}
+
 /** The MutatingWebhookConfiguration pointing the API server at the agent (failurePolicy Ignore: never blocks). */
 export function webhookConfiguration(options: WebhookRegistration): V1MutatingWebhookConfiguration {
   const clientConfig = { url: options.url, caBundle: Buffer.from(options.caPem).toString('base64') };
@@ -71,7 +76,7 @@ export function webhookConfiguration(options: WebhookRegistration): V1MutatingWe
   return {
     apiVersion: 'admissionregistration.k8s.io/v1',
     kind: 'MutatingWebhookConfiguration',
-    metadata: { name: `ctrlmesh-agent-${options.cluster}`.toLowerCase().replace(/[^a-z0-9.-]/g, '-') },
+    metadata: { name: webhookConfigurationName(options.cluster) },
     webhooks: [
       {
         ...common,
@@ -111,5 +116,17 @@ export async function registerWebhook(options: WebhookRegistration): Promise<voi
   } catch (err) {
     if ((err as { code?: number }).code !== 404) throw err;
     await api.createMutatingWebhookConfiguration({ body });
+  }
+}
+
+/**
+ * Deletes the agent's MutatingWebhookConfiguration (gone already is fine). On a clean shutdown the API server
+ * should stop calling a webhook that will not answer, rather than wait out its timeout on every write.
+ */
+export async function removeWebhook(options: { kc: KubeConfig; cluster: string }): Promise<void> {
+  try {
+    await options.kc.makeApiClient(AdmissionregistrationV1Api).deleteMutatingWebhookConfiguration({ name: webhookConfigurationName(options.cluster) });
+  } catch (err) {
+    if ((err as { code?: number }).code !== 404) throw err;
   }
 }

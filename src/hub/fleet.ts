@@ -45,10 +45,12 @@ export class Fleet {
     if (record && record.cluster.name === name) this.clusters.set(name, record);
   }
 
-  applyStateEntry(entry: KvEntry): void {
+  /** Returns the operator when the entry is an acknowledgement newer than the one known. */
+  applyStateEntry(entry: KvEntry): string | undefined {
+    if (entry.key.startsWith('ack.')) return this.applyAckEntry(entry);
     const [prefix, token] = entry.key.split('.', 2);
     const name = token === undefined ? undefined : decodeToken(token);
-    if (name === undefined) return;
+    if (name === undefined) return undefined;
     if (prefix === 'report') {
       if (entry.operation !== 'PUT') this.reports.delete(name);
       else {
@@ -62,6 +64,15 @@ export class Fleet {
         if (record && record.operator === name) this.handovers.set(name, { record, revision: entry.revision });
       }
     }
+    return undefined;
+  }
+
+  /** Acknowledgements the leader stored, so a restarted hub still knows which proxies applied which version. */
+  private applyAckEntry(entry: KvEntry): string | undefined {
+    if (entry.operation !== 'PUT') return undefined;
+    const ack = receiveMessage(Messages.ack, entry.value, this.source(Buckets.state, entry));
+    if (!ack || entry.key !== Keys.ack(ack.operator, ack.shard)) return undefined;
+    return this.recordAck(ack.operator, ack.shard, ack.version) ? ack.operator : undefined;
   }
 
   applyRouteEntry(entry: KvEntry): void {

@@ -18,6 +18,7 @@ import {
   type NatsLink,
   type Watch,
 } from '../transport/index.js';
+import { DebouncedRunner } from '../runtime/index.js';
 import { Fleet } from './fleet.js';
 import { clusterHealth, type ClusterHealth } from './health.js';
 import { electLeader, type LeaderElection } from './leader.js';
@@ -90,14 +91,14 @@ class HubCore {
   private leaderSubscriptions: { unsubscribe(): void }[] = [];
   private election: LeaderElection | undefined;
   private loaded = { clusters: false, state: false, routes: false };
-  private debounce: NodeJS.Timeout | undefined;
+  private readonly planner: DebouncedRunner;
   private deadline: NodeJS.Timeout | undefined;
   private healthTicker: NodeJS.Timeout | undefined;
   private lastHealth = new Map<string, ClusterHealth>();
-  private running: Promise<void> | undefined;
-  private again = false;
 
-  constructor(private readonly c: HubCoreOptions) {}
+  constructor(private readonly c: HubCoreOptions) {
+    this.planner = new DebouncedRunner({ delayMs: c.options.debounceMs, task: () => this.plan() });
+  }
 
   private get logger(): Logger {
     return this.c.deps.logger;
@@ -121,11 +122,11 @@ class HubCore {
       watchKv({
         link,
         open: async () => buckets.state,
-        key: [Keys.reportAll, Keys.handoverAll],
+        key: [Keys.reportAll, Keys.handoverAll, Keys.ackAll],
         logger: this.logger,
         onEntry: (e) => {
-          fleet.applyStateEntry(e);
-          if (e.key.startsWith('report.')) onChange();
+          const acked = fleet.applyStateEntry(e);
+          if (e.key.startsWith('report.') || (acked !== undefined && fleet.handovers.get(acked)?.record.pending.length)) onChange();
         },
         onCurrent: () => this.markLoaded('state'),
       }),
@@ -153,9 +154,15 @@ class HubCore {
         link,
         logger: this.logger,
         onAck: (ack) => {
-          if (fleet.recordAck(ack.operator, ack.shard, ack.version) && fleet.handovers.get(ack.operator)?.record.pending.length) {
-            this.schedule();
+          if (!fleet.recordAck(ack.operator, ack.shard, ack.version)) return;
+          // Stored so that hubs started later (all restarted, or a new leader) complete handovers on it too,
+          // rather than waiting for the proxies' lease to run out.
+          if (this.isLeader()) {
+            this.c.buckets.state
+              .put(Keys.ack(ack.operator, ack.shard), encodeMessage(Messages.ack, ack))
+              .catch((err: unknown) => this.logger.warn({ err, operator: ack.operator, shard: ack.shard }, 'could not store an acknowledgement'));
           }
+          if (fleet.handovers.get(ack.operator)?.record.pending.length) this.schedule();
         },
       }),
     );
@@ -193,13 +200,12 @@ class HubCore {
   }
 
   async stop(releaseLease: boolean): Promise<void> {
-    clearTimeout(this.debounce);
     clearTimeout(this.deadline);
     clearInterval(this.healthTicker);
     for (const w of this.watches) w.stop();
     for (const s of [...this.subscriptions, ...this.leaderSubscriptions]) s.unsubscribe();
     await this.election?.stop({ release: releaseLease });
-    await this.running;
+    await this.planner.stop();
   }
 
   private markLoaded(part: keyof HubCore['loaded']): void {
@@ -294,60 +300,46 @@ class HubCore {
 
   /** Debounced: changes that arrive together are planned once. */
   private schedule(): void {
-    if (!this.isLeader()) return;
-    clearTimeout(this.debounce);
-    this.debounce = setTimeout(() => void this.run(), this.c.options.debounceMs);
+    if (this.isLeader()) this.planner.schedule();
   }
 
-  private async run(): Promise<void> {
-    if (this.running) {
-      this.again = true;
-      return;
-    }
+  private async plan(): Promise<void> {
     if (!this.isLeader() || Object.values(this.loaded).includes(false)) return;
     const started = performance.now();
-    this.running = (async () => {
-      try {
-        const plan = desiredPlan({
-          clusters: new Map([...this.c.fleet.clusters].map(([name, r]) => [name, { labels: r.cluster.labels }])),
-          reports: this.c.fleet.reports,
-          health: this.health(),
-          previous: intendedOwnership(this.c.fleet),
-        });
-        const result = await reconcile(
-          {
-            fleet: this.c.fleet,
-            routes: this.c.buckets.routes,
-            state: this.c.buckets.state,
-            leaseSeconds: this.c.options.proxyLeaseSeconds,
-            historyLimit: this.c.options.handoverHistory,
-            logger: this.logger,
-            metrics: this.c.metrics,
-          },
-          plan,
-          this.c.now(),
+    try {
+      const plan = desiredPlan({
+        clusters: new Map([...this.c.fleet.clusters].map(([name, r]) => [name, { labels: r.cluster.labels }])),
+        reports: this.c.fleet.reports,
+        health: this.health(),
+        previous: intendedOwnership(this.c.fleet),
+      });
+      const result = await reconcile(
+        {
+          fleet: this.c.fleet,
+          routes: this.c.buckets.routes,
+          state: this.c.buckets.state,
+          leaseSeconds: this.c.options.proxyLeaseSeconds,
+          historyLimit: this.c.options.handoverHistory,
+          logger: this.logger,
+          metrics: this.c.metrics,
+        },
+        plan,
+        this.c.now(),
+      );
+      if (result.published.length) {
+        this.logger.info(
+          { tables: result.published.map((t) => `${t.operator}/${t.shard}@${t.version}`) },
+          'published route tables',
         );
-        if (result.published.length) {
-          this.logger.info(
-            { tables: result.published.map((t) => `${t.operator}/${t.shard}@${t.version}`) },
-            'published route tables',
-          );
-        }
-        clearTimeout(this.deadline);
-        if (result.nextDeadline !== undefined) {
-          this.deadline = setTimeout(() => this.schedule(), Math.max(0, result.nextDeadline - this.c.now()) + 10);
-        }
-      } catch (err) {
-        this.logger.error({ err }, 'planning failed; retrying on the next change');
-      } finally {
-        this.c.metrics.reconcileSeconds.observe((performance.now() - started) / 1000);
       }
-    })();
-    await this.running;
-    this.running = undefined;
-    if (this.again) {
-      this.again = false;
-      this.schedule();
+      clearTimeout(this.deadline);
+      if (result.nextDeadline !== undefined) {
+        this.deadline = setTimeout(() => this.schedule(), Math.max(0, result.nextDeadline - this.c.now()) + 10);
+      }
+    } catch (err) {
+      this.logger.error({ err }, 'planning failed; retrying on the next change');
+    } finally {
+      this.c.metrics.reconcileSeconds.observe((performance.now() - started) / 1000);
     }
   }
 }

@@ -44,6 +44,8 @@ export {
   readRouteTable,
   subscribeAcks,
   watchRouteTable,
+  watchRouteTables,
   type AcknowledgeOptions,
   type WatchRouteTableOptions,
+  type WatchRouteTablesOptions,
 } from './routes.js';

@@ -33,8 +33,12 @@ export function watchKv(options: WatchKvOptions): Watch {
   let stopped = false;
   let current: { stop(): void } | undefined;
   let wake: (() => void) | undefined;
+  // Bumped by every restart: a watch whose opening overlapped a reconnection may sit on a consumer the restarted
+  // server never delivers from, so it is dropped and opened again.
+  let generation = 0;
 
   const restart = (): void => {
+    generation += 1;
     current?.stop();
     wake?.();
   };
@@ -44,6 +48,7 @@ export function watchKv(options: WatchKvOptions): Watch {
 
   void (async () => {
     while (!stopped) {
+      const opened = generation;
       try {
         const kv = await options.open();
         const iter = await kv.watch({
@@ -51,7 +56,7 @@ export function watchKv(options: WatchKvOptions): Watch {
           ...(lastRevision > 0 ? { resumeFromRevision: lastRevision + 1 } : {}),
         });
         current = iter;
-        if (stopped) iter.stop();
+        if (stopped || opened !== generation) iter.stop();
         let announced = false;
         const announce = (): void => {
           if (!announced) {

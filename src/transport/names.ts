@@ -8,7 +8,10 @@
 export const Buckets = {
   /** Cluster registry: key `<cluster>` -> ClusterRecord. */
   clusters: 'ctrlmesh-clusters',
-  /** Hub state: latest reports (`report.<cluster>`) and handovers (`handover.<operator>`). */
+  /**
+   * Hub state: latest reports (`report.<cluster>`), handovers (`handover.<operator>`) and the latest acknowledged
+   * route-table version of each shard (`ack.<operator>.<shard>`).
+   */
   state: 'ctrlmesh-state',
   /** Route tables: key `<operator>.<shard>` -> RouteTable. */
   routes: 'ctrlmesh-routes',
@@ -41,6 +44,8 @@ export const Keys = {
   reportAll: 'report.*',
   handover: (operator: string): string => `handover.${encodeToken(operator)}`,
   handoverAll: 'handover.*',
+  ack: (operator: string, shard: string): string => `ack.${encodeToken(operator)}.${encodeToken(shard)}`,
+  ackAll: 'ack.*.*',
   leader: 'leader',
 } as const;
 

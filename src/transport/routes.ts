@@ -46,17 +46,38 @@ export interface WatchRouteTableOptions {
 /** Follows one shard's route table; survives NATS restarts and waits for the bucket if the hub has not made it. */
 export function watchRouteTable(options: WatchRouteTableOptions): Watch {
   let applied = -1;
+  return watchRouteTables({
+    link: options.link,
+    key: Keys.route(options.operator, options.shard),
+    logger: options.logger,
+    onTable: (table) => {
+      if (table.version <= applied) return;
+      applied = table.version;
+      options.onTable(table);
+    },
+  });
+}
+
+export interface WatchRouteTablesOptions {
+  link: NatsLink;
+  /** Key or wildcard of the tables to follow (`>` = every operator's shards). */
+  key: string;
+  logger: Logger;
+  /** Called with each valid table written under `key`; deletions and invalid tables are skipped (the latter logged). */
+  onTable: (table: RouteTable) => void;
+}
+
+/** Follows route tables as they are written, like watchRouteTable but without its one-shard version filter. */
+export function watchRouteTables(options: WatchRouteTablesOptions): Watch {
   return watchKv({
     link: options.link,
     open: () => openBucket(options.link.js, Buckets.routes),
-    key: Keys.route(options.operator, options.shard),
+    key: options.key,
     logger: options.logger,
     onEntry: (entry) => {
       if (entry.operation !== 'PUT') return;
       const table = receiveMessage(RouteTableKind, entry.value, { logger: options.logger, source: `${Buckets.routes}/${entry.key}` });
-      if (!table || table.version <= applied) return;
-      applied = table.version;
-      options.onTable(table);
+      if (table) options.onTable(table);
     },
   });
 }

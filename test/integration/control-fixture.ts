@@ -60,6 +60,7 @@ export function agentOptions(options: { registryName: string; bed: ClusterInfo; 
     token: TOKEN,
     hash: { algorithm: 'kusionstack' },
     heartbeatMs: 500,
+    reportRepeatMs: 1_000,
     debounceMs: 50,
     webhook: { host: '127.0.0.1', port: 0 },
     listen: { host: '127.0.0.1', port: 0 },
@@ -96,7 +97,18 @@ export async function ensureNamespace(kc: KubeConfig, name: string): Promise<voi
   }
 }
 
+/** Creates or replaces a ShardingConfig; a 409 (the agent wrote its status meanwhile) reads it again and retries. */
 export async function apply(kc: KubeConfig, obj: KubernetesObject & { spec: unknown }): Promise<void> {
+  for (;;) {
+    try {
+      return await replaceOrCreate(kc, obj);
+    } catch (err) {
+      if ((err as { code?: number }).code !== 409) throw err;
+    }
+  }
+}
+
+async function replaceOrCreate(kc: KubeConfig, obj: KubernetesObject & { spec: unknown }): Promise<void> {
   const api = kc.makeApiClient(CustomObjectsApi);
   const namespace = obj.metadata?.namespace as string;
   const name = obj.metadata?.name as string;

@@ -1,11 +1,11 @@
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { promisify } from 'node:util';
-import { CoreV1Api, CustomObjectsApi, loadYaml, type KubernetesObject } from '@kubernetes/client-node';
+import { AdmissionregistrationV1Api, CoreV1Api, CustomObjectsApi, loadYaml, type KubernetesObject } from '@kubernetes/client-node';
 import { Kvm } from '@nats-io/kv';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { AgentHandle } from '../../src/agent/index.js';
+import { webhookConfigurationName, type AgentHandle } from '../../src/agent/index.js';
 import type { HubHandle } from '../../src/hub/index.js';
 import { bucketOf, createHashSettings } from '../../src/sharding/index.js';
 import { Buckets, Keys, type ClusterReport, type RouteTable } from '../../src/transport/index.js';
@@ -87,7 +87,7 @@ describe('two clusters under one hub (real API servers, private NATS)', () => {
         expect.arrayContaining([expect.stringMatching(/^ctrlmesh_hub_leader\{.*\} 1$/), expect.stringMatching(/^ctrlmesh_hub_clusters\{.*health="Ready".*\} 2$/)]),
       );
     });
-    for (const agent of agents) expect((await fetch(`${agent.url}/readyz`)).status).toBe(200);
+    for (const agent of agents) await eventually(async () => expect((await fetch(`${agent.url}/readyz`)).status).toBe(200));
     const { stdout } = await promisify(execFile)(process.execPath, ['dist/src/cli/main.js', 'status', '--hub', hub.url]);
     expect(stdout).toMatch(new RegExp(`${nameA}\\s+Ready\\s+${cluster(0).server}`));
     expect(stdout).toContain('OPERATOR');
@@ -220,16 +220,22 @@ describe('two clusters under one hub (real API servers, private NATS)', () => {
       return cm;
     });
     expect(created.metadata?.labels?.[HASH]).toBe('15');
-    // Updated objects too: an update that drops the labels gets them back.
-    const updated = await core.replaceNamespacedConfigMap({
-      namespace: 'ns-a',
-      name: created.metadata?.name as string,
-      body: { ...created, metadata: { ...created.metadata, labels: { app: 'x' } } },
+    // Updated objects too: an update that drops the labels gets them back. Retried like the create: with
+    // failurePolicy Ignore, a webhook call that times out on a loaded machine lets the request through unlabelled.
+    await eventually(async () => {
+      const current = await core.readNamespacedConfigMap({ namespace: 'ns-a', name: created.metadata?.name as string });
+      const updated = await core.replaceNamespacedConfigMap({
+        namespace: 'ns-a',
+        name: created.metadata?.name as string,
+        body: { ...current, metadata: { ...current.metadata, labels: { app: 'x' } } },
+      });
+      expect(updated.metadata?.labels).toMatchObject({ app: 'x', [HASH]: '15', 'ctrlmesh.kusionstack.io/control': 'true' });
     });
-    expect(updated.metadata?.labels).toMatchObject({ app: 'x', [HASH]: '15', 'ctrlmesh.kusionstack.io/control': 'true' });
-    const ns = await core.createNamespace({ body: { metadata: { name: uniqueName('ns-late') } } });
-    expect(ns.metadata?.labels?.['ctrlmesh.kusionstack.io/control']).toBe('true');
-    await core.deleteNamespace({ name: ns.metadata?.name as string });
+    await eventually(async () => {
+      const ns = await core.createNamespace({ body: { metadata: { name: uniqueName('ns-late') } } });
+      await core.deleteNamespace({ name: ns.metadata?.name as string });
+      expect(ns.metadata?.labels?.['ctrlmesh.kusionstack.io/control']).toBe('true');
+    });
   });
 
   it('yields route tables covering every (cluster, bucket) exactly once for a root spanning both clusters', async () => {
@@ -263,5 +269,20 @@ describe('two clusters under one hub (real API servers, private NATS)', () => {
     expect([...units].sort()).toEqual([...expected].sort());
     for (const t of tables) expect(t.clusters.map((c) => c.name).sort()).toEqual([nameA, nameB].sort());
     logger.info({ shards: tables.map((t) => t.shard) }, 'spanning root planned');
+  });
+
+  it('an agent stopped cleanly (what the CLI does on SIGTERM) removes its MutatingWebhookConfiguration', async () => {
+    const name = uniqueName('leaving');
+    const admission = kcA.makeApiClient(AdmissionregistrationV1Api);
+    const agent = await runAgent({ registryName: name, bed: cluster(0), nats: nats.nats.url });
+    try {
+      await eventually(async () => {
+        const config = await admission.readMutatingWebhookConfiguration({ name: webhookConfigurationName(name) });
+        expect(config.webhooks?.[0]?.clientConfig.url).toBe(agent.webhookUrl);
+      });
+    } finally {
+      await agent.stop();
+    }
+    await expect(admission.readMutatingWebhookConfiguration({ name: webhookConfigurationName(name) })).rejects.toMatchObject({ code: 404 });
   });
 });

@@ -1,0 +1,1 @@
+export { DebouncedRunner, type DebouncedRunnerOptions } from './debounced-runner.js';
