@@ -17,6 +17,11 @@ export const ClusterRouteSchema = Type.Object(
     caPem: Type.String(),
     /** Hash buckets of this cluster the shard owns, sorted ascending; empty = owns nothing here. */
     buckets: Type.Array(Type.Integer({ minimum: 0 })),
+    /**
+     * Optional: which shard owns each bucket of this cluster that this shard does not (key: bucket number), so
+     * the proxy's 403 for a stale or misrouted write can name the owner. Absent = owners unknown.
+     */
+    bucketOwners: Type.Optional(Type.Record(Type.String({ pattern: '^[0-9]+$' }), Type.String({ minLength: 1 }))),
     /** The ShardingConfig's own limits (ANDed with the bucket selector) for the resources they name. */
     limits: Type.Array(
       Type.Object(

@@ -4,7 +4,9 @@ import { crdsCommand } from './crds.js';
 import { devCommand } from './dev.js';
 import { hashCommand } from './hash.js';
 import { hubCommand } from './hub.js';
+import { kubeconfigCommand } from './kubeconfig.js';
 import { planCommand } from './plan.js';
+import { proxyCommand } from './proxy.js';
 import { statusCommand } from './status.js';
 import { validateCommand } from './validate.js';
 import { versionCommand } from './version.js';
@@ -20,4 +22,6 @@ export const commands: Command[] = [
   hubCommand,
   agentCommand,
   statusCommand,
+  proxyCommand,
+  kubeconfigCommand,
 ];

@@ -1,0 +1,300 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Pool } from 'undici';
+import { freePort, resolveTool, startApiServer, startEtcd, type ApiServerHandle, type EtcdHandle } from '../src/dev/index.js';
+import { ClusterShardView, decide, parseRequestInfo, withClientSelector } from '../src/proxy/index.js';
+import { bucketOf } from '../src/sharding/index.js';
+import type { RouteTable } from '../src/transport/index.js';
+import CircuitBreaker from 'opossum';
+import { cpuNs, round, timePerOp, type Benchmark, type BenchRow } from './harness.js';
+
+/** dist/bench/proxy.js -> dist/src/cli/main.js (the built CLI, run as the sidecar would be). */
+const CLI = join(fileURLToPath(new URL('.', import.meta.url)), '..', 'src', 'cli', 'main.js');
+const HASH_LABEL = 'ctrlmesh.kusionstack.io/shard-hash';
+const NAMESPACE = 'bench';
+const OBJECTS = 100;
+const LATENCY_REQUESTS = 1500;
+const THROUGHPUT_REQUESTS = 4000;
+const CONCURRENCY = 16;
+const WATCHES = 200;
+const WATCH_UPDATES = 400;
+
+interface Target {
+  name: string;
+  pool: Pool;
+}
+
+function percentile(sorted: number[], q: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
+}
+
+async function call(target: Target, path: string): Promise<void> {
+  const res = await target.pool.request({ method: 'GET', path });
+  await res.body.dump({ limit: Infinity });
+  if (res.statusCode !== 200) throw new Error(`${target.name} ${path}: HTTP ${res.statusCode}`);
+}
+
+/** Sequential requests (after 100 untimed): wall-clock latency per request in ms, sorted. */
+async function latencies(target: Target, path: string, count: number): Promise<number[]> {
+  for (let i = 0; i < 100; i++) await call(target, path);
+  const times: number[] = [];
+  for (let i = 0; i < count; i++) {
+    const start = process.hrtime.bigint();
+    await call(target, path);
+    times.push(Number(process.hrtime.bigint() - start) / 1e6);
+  }
+  return times.sort((a, b) => a - b);
+}
+
+/** `count` requests with CONCURRENCY in flight: requests per second. */
+async function throughput(target: Target, path: string, count: number): Promise<number> {
+  let next = 0;
+  const start = process.hrtime.bigint();
+  await Promise.all(
+    Array.from({ length: CONCURRENCY }, async () => {
+      while (next++ < count) await call(target, path);
+    }),
+  );
+  return count / (Number(process.hrtime.bigint() - start) / 1e9);
+}
+
+async function waitForLine(child: ChildProcess, pattern: RegExp): Promise<void> {
+  return new Promise((resolve, reject) => {
+    let seen = '';
+    const onData = (chunk: Buffer): void => {
+      seen += chunk.toString();
+      if (!pattern.test(seen)) return;
+      child.stdout?.off('data', onData);
+      child.stdout?.resume();
+      resolve();
+    };
+    child.stdout?.on('data', onData);
+    child.once('exit', (code) => reject(new Error(`process exited with ${code} before it was ready: ${seen}`)));
+  });
+}
+
+/** Resident and heap memory of the ctrlmesh proxy, from its own /metrics. */
+async function proxyMemory(opsUrl: string): Promise<{ rss: number; heap: number }> {
+  const text = await (await fetch(`${opsUrl}/metrics`)).text();
+  const value = (name: string): number => Number(text.split('\n').find((l) => l.startsWith(name))?.split(' ').at(-1) ?? NaN);
+  return { rss: value('process_resident_memory_bytes'), heap: value('nodejs_heap_size_used_bytes') };
+}
+
+/** Opens `count` watches through `url`; returns their closer once each has its response head. */
+async function openWatches(url: string, count: number): Promise<() => void> {
+  const controller = new AbortController();
+  await Promise.all(
+    Array.from({ length: count }, async () => {
+      const res = await fetch(`${url}/api/v1/namespaces/${NAMESPACE}/configmaps?watch=true&allowWatchBookmarks=true`, { signal: controller.signal });
+      void (res.body as ReadableStream<Uint8Array>).pipeTo(new WritableStream(), { signal: controller.signal }).catch(() => undefined);
+    }),
+  );
+  return () => controller.abort();
+}
+
+/** Watch events per second seen through `url` while the API server takes WATCH_UPDATES updates (8 writers). */
+async function watchRate(url: string, admin: Target): Promise<{ events: number; perSecond: number }> {
+  const controller = new AbortController();
+  const res = await fetch(`${url}/api/v1/namespaces/${NAMESPACE}/configmaps?watch=true`, { signal: controller.signal });
+  let events = 0;
+  let first = 0n;
+  let last = 0n;
+  const reading = (async () => {
+    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+      for (const byte of chunk) {
+        if (byte !== 0x0a) continue;
+        events++;
+        last = process.hrtime.bigint();
+        if (first === 0n) first = last;
+      }
+      if (events >= WATCH_UPDATES) return;
+    }
+  })().catch(() => undefined);
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: 8 }, async () => {
+      while (next < WATCH_UPDATES) {
+        const i = next++;
+        const r = await admin.pool.request({
+          method: 'PATCH',
+          path: `/api/v1/namespaces/${NAMESPACE}/configmaps/cm-${i % OBJECTS}`,
+          headers: { 'content-type': 'application/merge-patch+json' },
+          body: JSON.stringify({ data: { n: String(i) } }),
+        });
+        await r.body.dump();
+      }
+    }),
+  );
+  await Promise.race([reading, new Promise((r) => setTimeout(r, 10_000))]);
+  controller.abort();
+  const seconds = Number(last - first) / 1e9;
+  return { events, perSecond: seconds > 0 ? Math.round((events - 1) / seconds) : 0 };
+}
+
+function routeTable(server: ApiServerHandle, bucket: number): RouteTable {
+  return {
+    schema: 1,
+    operator: 'bench/bench',
+    shard: 'bench-0',
+    version: 1,
+    issuedAt: new Date().toISOString(),
+    homeCluster: server.name,
+    hashAlgorithm: 'kusionstack',
+    bucketCount: 32,
+    labels: { hash: HASH_LABEL, namespace: 'ctrlmesh.kusionstack.io/namespace', control: 'ctrlmesh.kusionstack.io/control' },
+    leaseSeconds: 30,
+    clusters: [{ name: server.name, server: server.server, caPem: server.caPem, buckets: [bucket], limits: [] }],
+  };
+}
+
+/** CPU cost of the proxy's own per-request logic, without I/O: parse the request, decide, merge the selector. */
+function decisionRows(server: ApiServerHandle, bucket: number): BenchRow[] {
+  const table = routeTable(server, bucket);
+  const view = new ClusterShardView({ table, route: table.clusters[0]!, fenced: false });
+  const list = new URLSearchParams('labelSelector=app%3Dbench&limit=500');
+  const get = new URLSearchParams('');
+  return [
+    {
+      case: 'decision path, LIST (parse, decide, merge selector)',
+      ...timePerOp(() => {
+        const decision = decide(parseRequestInfo('GET', `/api/v1/namespaces/${NAMESPACE}/configmaps`, list), view, 'bench-0');
+        if (decision.kind === 'forward' && decision.labelSelector) withClientSelector(list.get('labelSelector'), decision.labelSelector);
+      }),
+    },
+    { case: 'decision path, GET (parse, decide)', ...timePerOp(() => decide(parseRequestInfo('GET', `/api/v1/namespaces/${NAMESPACE}/configmaps/cm-1`, get), view, 'bench-0')) },
+  ];
+}
+
+/** CPU ns an opossum fire adds around a call that resolves at once (the breaker's share of each request). */
+async function breakerRow(): Promise<BenchRow> {
+  const noop = (): Promise<void> => Promise.resolve();
+  const breaker = new CircuitBreaker((run: () => Promise<void>) => run(), { timeout: false, volumeThreshold: 5, errorThresholdPercentage: 50 });
+  const runs = 200_000;
+  const timed = async (call: () => Promise<void>): Promise<number> => {
+    for (let i = 0; i < 10_000; i++) await call();
+    const start = cpuNs();
+    for (let i = 0; i < runs; i++) await call();
+    return (cpuNs() - start) / runs;
+  };
+  const bare = await timed(noop);
+  const fired = await timed(() => breaker.fire(noop));
+  breaker.shutdown();
+  return { case: 'opossum fire overhead (ns per call)', nsPerOp: round(fired - bare, 1) };
+}
+
+const benchmark: Benchmark = {
+  name: 'proxy',
+  description:
+    `GET and LIST (${OBJECTS} ConfigMaps) on one kube-apiserver: direct, via kubectl proxy, via ctrlmesh proxy (breaker, ` +
+    `selector injection, metrics on); latency from ${LATENCY_REQUESTS} sequential calls (wall ms), throughput with ` +
+    `${CONCURRENCY} in flight; watch events/s through the proxy; proxy memory per open watch (${WATCHES} watches)`,
+  run: async ({ progress }) => {
+    const dir = await mkdtemp(join(tmpdir(), 'ctrlmesh-bench-proxy-'));
+    const children: ChildProcess[] = [];
+    const pools: Pool[] = [];
+    let etcd: EtcdHandle | undefined;
+    let server: ApiServerHandle | undefined;
+    try {
+      progress('starting etcd and a kube-apiserver');
+      etcd = await startEtcd({ dir: join(dir, 'etcd') });
+      server = await startApiServer({ etcd, name: 'bench', dir: join(dir, 'bench') });
+      const tls = { ca: server.caPem, cert: server.clientCertPem, key: server.clientKeyPem, rejectUnauthorized: true };
+      const direct: Target = { name: 'direct', pool: new Pool(server.server, { connections: CONCURRENCY, connect: tls }) };
+      pools.push(direct.pool);
+      const bucket = bucketOf(NAMESPACE, { algorithm: 'kusionstack', bucketCount: 32 });
+      const labels = { [HASH_LABEL]: String(bucket) };
+      const create = async (path: string, object: unknown): Promise<void> => {
+        const res = await direct.pool.request({ method: 'POST', path, headers: { 'content-type': 'application/json' }, body: JSON.stringify(object) });
+        await res.body.dump();
+      };
+      progress(`creating namespace ${NAMESPACE} and ${OBJECTS} ConfigMaps`);
+      await create('/api/v1/namespaces', { metadata: { name: NAMESPACE, labels } });
+      for (let i = 0; i < OBJECTS; i++) {
+        await create(`/api/v1/namespaces/${NAMESPACE}/configmaps`, { metadata: { name: `cm-${i}`, labels: { ...labels, app: 'bench' } }, data: { i: String(i) } });
+      }
+
+      progress('starting kubectl proxy');
+      const kubectl = await resolveTool('kubectl', { onProgress: progress });
+      const kubectlPort = await freePort();
+      const kubectlProxy = spawn(kubectl.path, ['proxy', `--port=${kubectlPort}`, '--address=127.0.0.1', `--kubeconfig=${server.kubeconfigPath}`], {
+        stdio: ['ignore', 'pipe', 'inherit'],
+      });
+      children.push(kubectlProxy);
+      await waitForLine(kubectlProxy, /Starting to serve on/);
+
+      progress('starting ctrlmesh proxy (built CLI)');
+      await writeFile(join(dir, 'table.json'), JSON.stringify(routeTable(server, bucket)));
+      const [apiPort, opsPort] = [await freePort(), await freePort()];
+      const ctrlmesh = spawn(
+        process.execPath,
+        [
+          CLI, 'proxy', '--route-table', join(dir, 'table.json'), '--credentials', server.kubeconfigPath, '--store', join(dir, 'store.json'),
+          '--listen', `127.0.0.1:${apiPort}`, '--ops-listen', `127.0.0.1:${opsPort}`, '--log-level', 'warn',
+        ],
+        { stdio: ['ignore', 'pipe', 'inherit'] },
+      );
+      children.push(ctrlmesh);
+      await waitForLine(ctrlmesh, /proxy listening on/);
+      const apiUrl = `http://127.0.0.1:${apiPort}`;
+
+      const targets: Target[] = [
+        direct,
+        { name: 'kubectl proxy', pool: new Pool(`http://127.0.0.1:${kubectlPort}`, { connections: CONCURRENCY }) },
+        { name: 'ctrlmesh proxy', pool: new Pool(apiUrl, { connections: CONCURRENCY }) },
+      ];
+      pools.push(targets[1]!.pool, targets[2]!.pool);
+      const paths = { GET: `/api/v1/namespaces/${NAMESPACE}/configmaps/cm-1`, LIST: `/api/v1/namespaces/${NAMESPACE}/configmaps?labelSelector=app%3Dbench` };
+      const rows: BenchRow[] = [];
+      for (const [verb, path] of Object.entries(paths)) {
+        const measured = [];
+        for (const target of targets) {
+          progress(`${verb} ${target.name}: ${LATENCY_REQUESTS} sequential, then ${THROUGHPUT_REQUESTS} with ${CONCURRENCY} in flight`);
+          const times = await latencies(target, path, LATENCY_REQUESTS);
+          measured.push({ target, p50: percentile(times, 0.5), p99: percentile(times, 0.99), rps: await throughput(target, path, THROUGHPUT_REQUESTS) });
+        }
+        const [base, kubectlRun] = [measured[0]!, measured[1]!];
+        for (const m of measured) {
+          rows.push({
+            case: `${verb} ${m.target.name}`,
+            p50Ms: round(m.p50, 3),
+            p99Ms: round(m.p99, 3),
+            addedP50Ms: round(m.p50 - base.p50, 3),
+            addedP99Ms: round(m.p99 - base.p99, 3),
+            reqPerSec: Math.round(m.rps),
+            vsDirect: round(m.rps / base.rps, 2),
+            vsKubectlProxy: round(m.rps / kubectlRun.rps, 2),
+          });
+        }
+      }
+
+      rows.push(...decisionRows(server, bucket), await breakerRow());
+
+      progress(`watch events per second: ${WATCH_UPDATES} updates watched through ctrlmesh proxy`);
+      const watched = await watchRate(apiUrl, direct);
+      rows.push({ case: 'watch through ctrlmesh proxy', events: watched.events, eventsPerSec: watched.perSecond });
+
+      progress(`memory per open watch: ${WATCHES} watches through ctrlmesh proxy`);
+      const before = await proxyMemory(`http://127.0.0.1:${opsPort}`);
+      const close = await openWatches(apiUrl, WATCHES);
+      await new Promise((r) => setTimeout(r, 2000));
+      const during = await proxyMemory(`http://127.0.0.1:${opsPort}`);
+      close();
+      rows.push({
+        case: `open watches (${WATCHES})`,
+        rssKiBPerWatch: round((during.rss - before.rss) / WATCHES / 1024, 1),
+        heapKiBPerWatch: round((during.heap - before.heap) / WATCHES / 1024, 1),
+      });
+      return rows;
+    } finally {
+      await Promise.all(pools.map((p) => p.close()));
+      for (const child of children) child.kill('SIGTERM');
+      await server?.stop();
+      await etcd?.stop();
+      await rm(dir, { recursive: true, force: true });
+    }
+  },
+};
+export default benchmark;

@@ -1,0 +1,136 @@
+import { unwatchFile, watchFile } from 'node:fs';
+import { UsageError } from '../../errors.js';
+import { createRegistry } from '../../metrics/index.js';
+import {
+  FileRouteSource,
+  NatsRouteSource,
+  TableStore,
+  createApiGuard,
+  loadCredentials,
+  loadRules,
+  startEgressProxy,
+  startProxy,
+  type ListenAddress,
+  type ProxyConfig,
+  type RouteSource,
+  type RuleSet,
+} from '../../proxy/index.js';
+import { intValue, requiredString, stringList, stringValue, type Command, type CommandContext } from '../command.js';
+
+function listenAddress(ctx: CommandContext, name: string, fallback: string): ListenAddress {
+  const raw = stringValue(ctx, name) ?? fallback;
+  const colon = raw.lastIndexOf(':');
+  const port = Number(raw.slice(colon + 1));
+  if (colon <= 0 || !Number.isInteger(port) || port < 0 || port > 65535) {
+    throw new UsageError(`--${name} must be HOST:PORT (e.g. 127.0.0.1:5443), not "${raw}"`);
+  }
+  return { host: raw.slice(0, colon).replace(/^\[|\]$/g, ''), port };
+}
+
+function proxyConfig(ctx: CommandContext): ProxyConfig {
+  return Object.freeze({
+    api: listenAddress(ctx, 'listen', '127.0.0.1:5443'),
+    ops: listenAddress(ctx, 'ops-listen', '127.0.0.1:5441'),
+    upstream: {
+      headersTimeoutMs: intValue(ctx, 'upstream-timeout-ms', 30_000, { min: 100, max: 600_000 }),
+    },
+    breaker: {
+      errorThresholdPercentage: intValue(ctx, 'breaker-error-percent', 50, { min: 1, max: 100 }),
+      volumeThreshold: intValue(ctx, 'breaker-volume', 5, { min: 1, max: 10_000 }),
+      resetTimeoutMs: intValue(ctx, 'breaker-reset-ms', 5_000, { min: 100, max: 600_000 }),
+      rollingCountTimeoutMs: intValue(ctx, 'breaker-window-ms', 10_000, { min: 1_000, max: 600_000 }),
+    },
+  });
+}
+
+/** The route source the flags name: a file (static tables) or the hub's NATS KV bucket (live, leased). */
+function routeSource(ctx: CommandContext): RouteSource {
+  const file = stringValue(ctx, 'route-table');
+  const nats = stringList(ctx, 'nats');
+  if ((file === undefined) === (nats.length === 0)) throw new UsageError('give either --route-table FILE or --nats URL (with --operator and --shard)');
+  if (file !== undefined) return new FileRouteSource({ path: file, logger: ctx.logger });
+  const from = stringValue(ctx, 'pod-name') ?? ctx.env.POD_NAME;
+  const token = ctx.env.CTRLMESH_NATS_TOKEN;
+  return new NatsRouteSource({
+    servers: nats,
+    operator: requiredString(ctx, 'operator'),
+    shard: requiredString(ctx, 'shard'),
+    logger: ctx.logger,
+    ...(from ? { from } : {}),
+    ...(token ? { token } : {}),
+  });
+}
+
+export const proxyCommand: Command = {
+  name: 'proxy',
+  summary: 'Run the sidecar proxy: route by cluster, enforce the shard, break circuits, limit, inject faults.',
+  usage: '(--route-table FILE | --nats URL --operator NS/NAME --shard NAME) --credentials KUBECONFIG [--store FILE] [--rules FILE]...',
+  details:
+    'Route tables come from --route-table (re-read when it changes) or from the hub through NATS (--nats, acknowledged\n' +
+    'there; NATS token from CTRLMESH_NATS_TOKEN). The last applied table is kept in --store and served from there\n' +
+    'when the source is unavailable at start; out of contact with NATS for longer than the table\'s lease, the proxy\n' +
+    'fences itself (serves no bucket; /readyz says so). --credentials is a kubeconfig whose context names\n' +
+    'are the cluster names of the route table (client certificates or tokens; servers and CAs come from the table).\n' +
+    '/healthz, /readyz and /metrics are on --ops-listen. With --egress-listen, external REST calls sent through\n' +
+    'that HTTP proxy (HTTP_PROXY/HTTPS_PROXY) are judged by the CircuitBreaker and FaultInjection rules of --rules.',
+  options: {
+    'route-table': { type: 'string', valueName: 'FILE', description: 'route table JSON (as the hub publishes it)' },
+    nats: { type: 'string', multiple: true, valueName: 'URL', description: 'NATS server of the hub (repeatable), instead of --route-table' },
+    operator: { type: 'string', valueName: 'NS/NAME', description: 'with --nats: the operator (its root or hand-written ShardingConfig)' },
+    shard: { type: 'string', valueName: 'NAME', description: 'with --nats: this proxy\'s shard' },
+    'pod-name': { type: 'string', valueName: 'NAME', description: 'with --nats: name in acknowledgements (default $POD_NAME)' },
+    credentials: { type: 'string', valueName: 'FILE', description: 'kubeconfig with one context per cluster name' },
+    store: { type: 'string', valueName: 'FILE', description: 'where the last applied table is kept (default .ctrlmesh/proxy-route-table.json)' },
+    listen: { type: 'string', valueName: 'HOST:PORT', description: 'API listener for the operator (default 127.0.0.1:5443)' },
+    'ops-listen': { type: 'string', valueName: 'HOST:PORT', description: '/healthz /readyz /metrics (default 127.0.0.1:5441)' },
+    'egress-listen': { type: 'string', valueName: 'HOST:PORT', description: 'HTTP proxy for external REST calls (off unless given)' },
+    rules: { type: 'string', multiple: true, valueName: 'FILE', description: 'CircuitBreaker / FaultInjection manifests (repeatable; re-read on change)' },
+    'upstream-timeout-ms': { type: 'string', valueName: 'MS', description: 'longest wait for an API server response head (default 30000)' },
+    'breaker-error-percent': { type: 'string', valueName: 'P', description: 'failure percentage that opens a cluster breaker (default 50)' },
+    'breaker-volume': { type: 'string', valueName: 'N', description: 'requests in the window before it can open (default 5)' },
+    'breaker-reset-ms': { type: 'string', valueName: 'MS', description: 'open time before a half-open probe (default 5000)' },
+    'breaker-window-ms': { type: 'string', valueName: 'MS', description: 'rolling window of the failure statistics (default 10000)' },
+  },
+  run: async (ctx) => {
+    const config = proxyConfig(ctx);
+    const source = routeSource(ctx);
+    const credentials = loadCredentials(requiredString(ctx, 'credentials'));
+    const ruleFiles = stringList(ctx, 'rules');
+    const egress = stringValue(ctx, 'egress-listen') === undefined ? undefined : listenAddress(ctx, 'egress-listen', '');
+    const { logger } = ctx;
+    let rules: RuleSet = await loadRules(ruleFiles, Date.now());
+    const currentRules = (): RuleSet => rules;
+    const clock = { now: Date.now, random: Math.random };
+    const registry = createRegistry('proxy');
+    const proxy = await startProxy({
+      config,
+      source,
+      store: new TableStore(stringValue(ctx, 'store') ?? '.ctrlmesh/proxy-route-table.json'),
+      credentials,
+      registry,
+      logger,
+      now: Date.now,
+      ...(ruleFiles.length > 0 ? { guard: (metrics) => createApiGuard({ rules: currentRules, clock, metrics }) } : {}),
+    });
+    const egressProxy = egress ? await startEgressProxy({ listen: egress, rules: currentRules, clock, metrics: proxy.metrics, logger }) : undefined;
+    if (egressProxy) logger.info({ url: egressProxy.url }, 'egress HTTP proxy listening: set HTTP_PROXY/HTTPS_PROXY of the operator to it');
+    const reload = (): void => {
+      loadRules(ruleFiles, Date.now()).then(
+        (next) => {
+          rules = next;
+          logger.info({ files: ruleFiles }, 'rules reloaded');
+        },
+        (err: unknown) => logger.error({ err }, 'rules changed but cannot be used; keeping the current rules'),
+      );
+    };
+    for (const file of ruleFiles) watchFile(file, { interval: 500 }, reload);
+    ctx.stdout.write(`proxy listening on ${proxy.apiUrl} (ops ${proxy.opsUrl}${egressProxy ? `, egress ${egressProxy.url}` : ''})\n`);
+    // A signal that came while the proxy was starting has already fired: do not wait for another.
+    if (!ctx.signal.aborted) await new Promise<void>((resolve) => ctx.signal.addEventListener('abort', () => resolve(), { once: true }));
+    for (const file of ruleFiles) unwatchFile(file, reload);
+    await egressProxy?.close();
+    await proxy.close();
+    logger.info('proxy stopped');
+    return 0;
+  },
+};

@@ -1,0 +1,33 @@
+export { type RequestGuard } from './api-handler.js';
+export {
+  CircuitRules,
+  FaultRules,
+  TokenBucket,
+  createApiGuard,
+  durationMs,
+  inEffectiveTime,
+  judge,
+  loadRules,
+  startEgressProxy,
+  type Call,
+  type EgressProxy,
+  type RuleClock,
+  type RuleSet,
+} from './rules/index.js';
+export { type BreakerOptions } from './cluster-breaker.js';
+export { decide, type Decision } from './enforce.js';
+export { FileRouteSource } from './file-route-source.js';
+export { NatsRouteSource, type NatsRouteSourceOptions } from './nats-route-source.js';
+export { LockRenamer } from './leader-election.js';
+export { leaseExpired } from './fencing.js';
+export { startProxy, type ListenAddress, type ProxyConfig, type ProxyDeps, type RunningProxy } from './proxy-server.js';
+export { isWrite, parseRequestInfo, type RequestInfo, type ResourceRequest, type Verb } from './request-info.js';
+export { type RouteSource, type RouteSourceHandlers } from './route-source.js';
+export { operatorKubeconfig } from './operator-kubeconfig.js';
+export { parseRouteTable, readRouteTable } from './route-table-file.js';
+export { ClusterShardView, withClientSelector } from './shard-view.js';
+export { statusBody, type KubeStatus } from './status.js';
+export { TableStore, type StoredTable } from './table-store.js';
+export { loadCredentials } from './credentials.js';
+export { type ClusterCredentials, type UpstreamOptions } from './upstream.js';
+export { EXPIRED_EVENT, WatchEventFilter, type EventAdmission } from './watch-filter.js';

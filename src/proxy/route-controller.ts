@@ -1,0 +1,152 @@
+import type { Logger } from 'pino';
+import type { ProxyMetrics } from '../metrics/index.js';
+import type { RouteTable } from '../transport/index.js';
+import { leaseExpired } from './fencing.js';
+import type { RouteSource } from './route-source.js';
+import type { ClusterLinks } from './cluster-links.js';
+import { RouteState } from './route-state.js';
+import type { TableStore } from './table-store.js';
+import { WatchRegistry } from './watch-registry.js';
+
+export interface RouteControllerOptions {
+  source: RouteSource;
+  store: TableStore;
+  /** Per-cluster pools and breakers; consulted only when a table or the fencing changes. */
+  links: ClusterLinks;
+  metrics: ProxyMetrics;
+  logger: Logger;
+  now: () => number;
+  /** How often the lease is checked. */
+  tickMs?: number;
+}
+
+/**
+ * Applies route tables as they come (only newer versions), keeps the last one on disk, ends the watches a
+ * change invalidates and then acknowledges, and fences the proxy when a leased source is out of contact for
+ * longer than the table's lease.
+ */
+export class RouteController {
+  readonly watches = new WatchRegistry();
+  private state: RouteState | undefined;
+  private connected = false;
+  private contactAt = 0;
+  private savedContactAt = 0;
+  private timer: NodeJS.Timeout | undefined;
+  private readonly options: RouteControllerOptions;
+
+  constructor(options: RouteControllerOptions) {
+    this.options = options;
+  }
+
+  get current(): RouteState | undefined {
+    return this.state;
+  }
+
+  /** Loads the stored table (if any), then starts the live source; a source that fails to start leaves the stored table serving. */
+  async start(): Promise<void> {
+    const { source, store, logger } = this.options;
+    const stored = await store.load();
+    if (stored) {
+      this.contactAt = stored.contactAt;
+      this.savedContactAt = stored.contactAt;
+      this.install(stored.table, 'stored');
+      logger.info({ version: stored.table.version, path: store.path }, 'serving the stored route table until the live source answers');
+    }
+    this.timer = setInterval(() => this.tick(), this.options.tickMs ?? 1000);
+    this.timer.unref();
+    try {
+      await source.start({ onTable: (table) => this.onTable(table), onContact: (connected) => this.onContact(connected) });
+    } catch (err) {
+      if (!stored) throw err;
+      logger.error({ err, source: source.description }, 'route source unavailable; serving the stored table');
+    }
+    this.tick();
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    await this.options.source.stop();
+    await this.options.store.idle();
+  }
+
+  readiness(): { ready: boolean; reasons: string[] } {
+    if (this.state === undefined) return { ready: false, reasons: [`no route table yet from ${this.options.source.description}`] };
+    if (this.state.fenced) {
+      const seconds = Math.round((this.options.now() - this.contactAt) / 1000);
+      return {
+        ready: false,
+        reasons: [`fenced: no contact with ${this.options.source.description} for ${seconds}s (lease ${this.state.table.leaseSeconds}s); serving no buckets`],
+      };
+    }
+    return { ready: true, reasons: [] };
+  }
+
+  private onTable(table: RouteTable): void {
+    const current = this.state?.table;
+    if (current && (table.operator !== current.operator || table.shard !== current.shard)) {
+      this.options.logger.error({ operator: table.operator, shard: table.shard }, 'route table for another shard ignored');
+      return;
+    }
+    if (current && table.version <= current.version) return;
+    this.contactAt = this.options.now();
+    this.install(table, 'live');
+    void this.persistAndAcknowledge(table);
+  }
+
+  private onContact(connected: boolean): void {
+    this.connected = connected;
+    this.options.metrics.natsConnected.set(connected ? 1 : 0);
+    if (connected) this.contactAt = this.options.now();
+    this.options.logger[connected ? 'info' : 'warn']({ source: this.options.source.description }, connected ? 'route source in contact' : 'route source lost');
+    this.tick();
+  }
+
+  private tick(): void {
+    const state = this.state;
+    if (state === undefined) return;
+    const now = this.options.now();
+    if (this.connected) this.contactAt = now;
+    const fenced = this.options.source.leased && !this.connected && leaseExpired({ contactAt: this.contactAt, leaseSeconds: state.table.leaseSeconds, now });
+    if (fenced !== state.fenced) {
+      this.options.logger[fenced ? 'error' : 'info'](
+        { source: this.options.source.description, leaseSeconds: state.table.leaseSeconds },
+        fenced ? 'lease expired without contact: fencing, serving no buckets until contact returns' : 'contact regained: serving the route table again',
+      );
+      this.install(state.table, fenced ? 'fenced' : 'unfenced', fenced);
+    }
+    if (this.connected && now - this.savedContactAt > (state.table.leaseSeconds * 1000) / 2) {
+      this.save(state.table).catch((err: unknown) => this.options.logger.error({ err, path: this.options.store.path }, 'cannot store the route table'));
+    }
+  }
+
+  private install(table: RouteTable, why: string, fenced = false): void {
+    const { links, metrics, logger, now } = this.options;
+    const state = new RouteState({ table, fenced, link: (route) => links.link(route) });
+    this.state = state;
+    this.watches.reconcile(state, (watch, reason) => metrics.watchesEnded.inc({ cluster: watch.cluster, reason }));
+    links.retain(new Set(state.clusters.keys()));
+    metrics.routeTableVersion.set(table.version);
+    metrics.routeTableAppliedAt.set(now() / 1000);
+    metrics.fenced.set(fenced ? 1 : 0);
+    logger.info(
+      { version: table.version, why, clusters: table.clusters.map((c) => ({ name: c.name, buckets: fenced ? [] : c.buckets })) },
+      'route table applied',
+    );
+  }
+
+  private async persistAndAcknowledge(table: RouteTable): Promise<void> {
+    const { source, logger } = this.options;
+    try {
+      await this.save(table);
+      await source.acknowledge?.(table);
+    } catch (err) {
+      logger.error({ err, version: table.version }, 'route table applied but not stored or acknowledged');
+    }
+  }
+
+  private async save(table: RouteTable): Promise<void> {
+    const contactAt = this.contactAt;
+    await this.options.store.save({ table, contactAt });
+    this.savedContactAt = contactAt;
+  }
+}

@@ -1,0 +1,70 @@
+#!/usr/bin/env node
+import { parseArgs } from 'node:util';
+import { CoreV1Api, KubeConfig, makeInformer, type Informer, type V1ConfigMap } from '@kubernetes/client-node';
+import { reconcile } from './reconciler.js';
+
+/**
+ * A small real operator for the demo and the tests: an informer on ConfigMaps labelled app=demo (all
+ * namespaces) and a reconcile loop that annotates each with its shard, printing `reconciled ns/name shard=X`
+ * (with `cluster=<context>` when it watches several). Run it behind a ctrlmesh proxy with the kubeconfig
+ * `ctrlmesh kubeconfig` writes: the current context only, or every context given in --contexts (multicluster).
+ */
+const { values } = parseArgs({
+  options: {
+    kubeconfig: { type: 'string' },
+    contexts: { type: 'string' },
+    shard: { type: 'string' },
+    selector: { type: 'string', default: 'app=demo' },
+  },
+});
+if (!values.kubeconfig || !values.shard) {
+  process.stderr.write('usage: sample-operator --kubeconfig FILE --shard NAME [--contexts A,B] [--selector app=demo]\n');
+  process.exit(2);
+}
+const shard = values.shard;
+const kubeconfigPath = values.kubeconfig;
+const selector = values.selector ?? 'app=demo';
+const base = new KubeConfig();
+base.loadFromFile(kubeconfigPath);
+const contexts = values.contexts ? values.contexts.split(',') : [base.getCurrentContext()];
+// Stopping aborts the informers' requests, which they report as errors: not worth a line or a restart.
+let stopping = false;
+const out = (line: string): void => {
+  process.stdout.write(`${line}\n`);
+};
+
+/** One informer and reconcile loop per cluster (context) the operator works on. */
+async function run(context: string): Promise<Informer<V1ConfigMap>> {
+  const kc = new KubeConfig();
+  kc.loadFromFile(kubeconfigPath);
+  kc.setCurrentContext(context);
+  const api = kc.makeApiClient(CoreV1Api);
+  const suffix = contexts.length > 1 ? ` cluster=${context}` : '';
+  const report = (line: string): void => out(`${line}${suffix}`);
+  const informer = makeInformer<V1ConfigMap>(kc, '/api/v1/configmaps', () => api.listConfigMapForAllNamespaces({ labelSelector: selector }), selector);
+  const handle = (configMap: V1ConfigMap): void => {
+    reconcile({ api, configMap, shard, out: report }).catch((err: unknown) => {
+      process.stderr.write(`reconcile ${configMap.metadata?.namespace}/${configMap.metadata?.name}${suffix} failed: ${(err as Error).message}\n`);
+    });
+  };
+  informer.on('add', handle);
+  informer.on('update', handle);
+  // client-node's informer re-lists on 410 by itself; after other errors it must be started again.
+  informer.on('error', (err: unknown) => {
+    if (stopping) return;
+    process.stderr.write(`informer error${suffix}: ${(err as Error)?.message ?? String(err)}; restarting in 1s\n`);
+    setTimeout(() => void informer.start().catch(() => undefined), 1000);
+  });
+  await informer.start();
+  return informer;
+}
+
+const informers = await Promise.all(contexts.map(run));
+out(`started shard=${shard}`);
+const stop = (): void => {
+  stopping = true;
+  for (const informer of informers) void informer.stop();
+  process.exit(0);
+};
+process.on('SIGTERM', stop);
+process.on('SIGINT', stop);

@@ -1,0 +1,158 @@
+import { mkdir, mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ApiException, KubeConfig } from '@kubernetes/client-node';
+import { pino } from 'pino';
+import type { ClusterInfo } from '../../../src/dev/index.js';
+import { createRegistry } from '../../../src/metrics/index.js';
+import {
+  FileRouteSource,
+  TableStore,
+  createApiGuard,
+  loadCredentials,
+  operatorKubeconfig,
+  startProxy,
+  type BreakerOptions,
+  type RouteSource,
+  type RuleSet,
+  type RunningProxy,
+} from '../../../src/proxy/index.js';
+import { bucketOf } from '../../../src/sharding/index.js';
+import type { ClusterRoute, RouteTable } from '../../../src/transport/index.js';
+
+export const HASH_LABEL = 'ctrlmesh.kusionstack.io/shard-hash';
+export const silent = pino({ level: 'silent' });
+
+/** The bucket of a namespace under the tables these tests use (KusionStack's hash, 32 buckets). */
+export function bucket(namespace: string): number {
+  return bucketOf(namespace, { algorithm: 'kusionstack', bucketCount: 32 });
+}
+
+/** A unique namespace name whose bucket is not in `avoid`. */
+export function namespaceOutside(prefix: string, avoid: ReadonlySet<number>): string {
+  for (;;) {
+    const name = `${prefix}-${Math.random().toString(36).slice(2, 8)}`;
+    if (!avoid.has(bucket(name))) return name;
+  }
+}
+
+export function clusterRoute(info: Pick<ClusterInfo, 'name' | 'server' | 'caPem'>, buckets: number[], extra: Partial<ClusterRoute> = {}): ClusterRoute {
+  return { name: info.name, server: info.server, caPem: info.caPem, buckets: [...buckets].sort((a, b) => a - b), limits: [], ...extra };
+}
+
+export function routeTable(options: { shard: string; version?: number; homeCluster: string; clusters: ClusterRoute[]; leaseSeconds?: number }): RouteTable {
+  return {
+    schema: 1,
+    operator: 'operator-demo/demo',
+    shard: options.shard,
+    version: options.version ?? 1,
+    issuedAt: new Date().toISOString(),
+    homeCluster: options.homeCluster,
+    leaderElectionName: 'demo-leader',
+    hashAlgorithm: 'kusionstack',
+    bucketCount: 32,
+    labels: { hash: HASH_LABEL, namespace: 'ctrlmesh.kusionstack.io/namespace', control: 'ctrlmesh.kusionstack.io/control' },
+    leaseSeconds: options.leaseSeconds ?? 30,
+    clusters: options.clusters,
+  };
+}
+
+export const FAST_BREAKER: BreakerOptions = { errorThresholdPercentage: 50, volumeThreshold: 3, resetTimeoutMs: 1000, rollingCountTimeoutMs: 10_000 };
+
+export interface TestProxy {
+  proxy: RunningProxy;
+  dir: string;
+  tablePath: string;
+  storePath: string;
+  /** A KubeConfig for the operator side: the proxy's kubeconfig, as `ctrlmesh kubeconfig` writes it. */
+  kubeConfig(context?: string): KubeConfig;
+  kubeconfigPath: string;
+  /** Replaces the route table file atomically (the file source picks it up). */
+  writeTable(table: RouteTable): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** Starts an in-process proxy on 127.0.0.1 (random ports) over a route table file and the bed's credentials. */
+export async function startTestProxy(options: {
+  table: RouteTable | undefined;
+  credentialsPath: string;
+  dir?: string;
+  rules?: RuleSet;
+  random?: () => number;
+  now?: () => number;
+  breaker?: BreakerOptions;
+  source?: (tablePath: string) => RouteSource;
+}): Promise<TestProxy> {
+  const dir = options.dir ?? (await mkdtemp(join(tmpdir(), 'ctrlmesh-proxy-')));
+  await mkdir(dir, { recursive: true });
+  const tablePath = join(dir, 'table.json');
+  const storePath = join(dir, 'store', 'table.json');
+  const writeTable = async (table: RouteTable): Promise<void> => {
+    await writeFile(`${tablePath}.tmp`, JSON.stringify(table));
+    await rename(`${tablePath}.tmp`, tablePath);
+  };
+  if (options.table) await writeTable(options.table);
+  const rules = options.rules;
+  const now = options.now ?? Date.now;
+  const proxy = await startProxy({
+    config: {
+      api: { host: '127.0.0.1', port: 0 },
+      ops: { host: '127.0.0.1', port: 0 },
+      upstream: { headersTimeoutMs: 5000 },
+      breaker: options.breaker ?? FAST_BREAKER,
+    },
+    source: options.source?.(tablePath) ?? new FileRouteSource({ path: tablePath, logger: silent, pollIntervalMs: 100 }),
+    store: new TableStore(storePath),
+    credentials: loadCredentials(options.credentialsPath),
+    registry: createRegistry('proxy'),
+    logger: silent,
+    now,
+    ...(rules ? { guard: (metrics) => createApiGuard({ rules: () => rules, clock: { now, random: options.random ?? Math.random }, metrics }) } : {}),
+  });
+  const kubeconfigPath = join(dir, 'operator-kubeconfig');
+  const current = proxy.controller.current?.table;
+  if (current) await writeFile(kubeconfigPath, operatorKubeconfig(current, proxy.apiUrl));
+  return {
+    proxy,
+    dir,
+    tablePath,
+    storePath,
+    kubeconfigPath,
+    kubeConfig: (context) => {
+      const kc = new KubeConfig();
+      kc.loadFromFile(kubeconfigPath);
+      if (context) kc.setCurrentContext(context);
+      return kc;
+    },
+    writeTable,
+    close: async () => {
+      await proxy.close();
+      if (!options.dir) await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Retries an assertion until it passes or `timeoutMs` passes (then its last failure is thrown). */
+export async function settles(assertion: () => unknown, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      await assertion();
+      return;
+    } catch (err) {
+      if (Date.now() > deadline) throw err;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+}
+
+/** The HTTP status a client-node call ended with (200 when it succeeded). */
+export function code(call: Promise<unknown>): Promise<number> {
+  return call.then(
+    () => 200,
+    (err: unknown) => {
+      if (err instanceof ApiException) return err.code;
+      throw err;
+    },
+  );
+}

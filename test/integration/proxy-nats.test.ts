@@ -1,0 +1,105 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { CoreV1Api } from '@kubernetes/client-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startNats, type NatsHandle } from '../../src/dev/index.js';
+import { NatsRouteSource } from '../../src/proxy/index.js';
+import { connectNats, createBuckets, publishRouteTable, subscribeAcks, type Ack, type NatsLink } from '../../src/transport/index.js';
+import type { RouteTable } from '../../src/transport/index.js';
+import { HASH_LABEL, bucket, clusterRoute, routeTable, settles, silent, startTestProxy, type TestProxy } from './helpers/proxy.js';
+import { cluster, kubeConfigFor, testbed, uniqueName } from './helpers/testbed.js';
+
+const OPERATOR = 'operator-demo/demo';
+
+describe('the proxy following its route table in NATS (a private NATS server, stopped and started)', () => {
+  const a = cluster(0);
+  const admin = kubeConfigFor(a).makeApiClient(CoreV1Api);
+  const ns = uniqueName('nats');
+  let dir: string;
+  let nats: NatsHandle;
+  let hub: NatsLink;
+  const acks: Ack[] = [];
+  let publish: (table: RouteTable) => Promise<number>;
+  const source = (shard: string) => () => new NatsRouteSource({ servers: [nats.url], operator: OPERATOR, shard, from: `${shard}-pod`, logger: silent, reackMs: 500 });
+  const readyz = async (harness: TestProxy) => {
+    const res = await fetch(`${harness.proxy.opsUrl}/readyz`);
+    return { status: res.status, text: await res.text() };
+  };
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'ctrlmesh-proxy-nats-'));
+    nats = await startNats({ dir: join(dir, 'nats'), logger: silent });
+    hub = await connectNats({ servers: nats.url, name: 'test-hub', logger: silent });
+    const { routes } = await createBuckets({ js: hub.js, replicas: 1, leaseTtlMs: 10_000 });
+    publish = (table) => publishRouteTable(routes, table);
+    subscribeAcks({ link: hub, logger: silent, onAck: (ack) => acks.push(ack) });
+    await admin.createNamespace({ body: { metadata: { name: ns } } });
+    await admin.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: 'cm', labels: { [HASH_LABEL]: String(bucket(ns)) } } } });
+  }, 60_000);
+
+  afterAll(async () => {
+    await hub?.close();
+    await nats?.stop();
+    await admin.deleteNamespace({ name: ns }).catch(() => undefined);
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('applies and acknowledges live tables, and fences itself after its lease without NATS', async () => {
+    const shard = 'shard-live';
+    const table = routeTable({ shard, homeCluster: a.name, clusters: [clusterRoute(a, [bucket(ns)])], leaseSeconds: 2 });
+    await publish(table);
+    const harness = await startTestProxy({ table: undefined, credentialsPath: testbed().kubeconfigPath, dir: join(dir, shard), source: source(shard) });
+    try {
+      await settles(() => expect(acks.some((ack) => ack.shard === shard && ack.version === 1 && ack.from === `${shard}-pod`)).toBe(true));
+      expect((await fetch(`${harness.proxy.apiUrl}/api/v1/namespaces/${ns}/configmaps/cm`)).status).toBe(200);
+
+      // A revocation: the open watch is ended with 410, then version 2 is acknowledged.
+      const watch = await fetch(`${harness.proxy.apiUrl}/api/v1/namespaces/${ns}/configmaps?watch=true`);
+      await publish({ ...table, version: 2, clusters: [clusterRoute(a, [])] });
+      const events = await watch.text();
+      expect(events.trim().split('\n').at(-1)).toContain('"code":410');
+      await settles(() => expect(acks.some((ack) => ack.shard === shard && ack.version === 2)).toBe(true));
+      expect((await fetch(`${harness.proxy.apiUrl}/api/v1/namespaces/${ns}/configmaps/cm`)).status).toBe(404);
+      await publish({ ...table, version: 3 });
+      await settles(async () => expect((await fetch(`${harness.proxy.apiUrl}/api/v1/namespaces/${ns}/configmaps/cm`)).status).toBe(200));
+
+      await nats.stop();
+      await settles(async () => expect((await readyz(harness)).status).toBe(503), 20_000);
+      expect((await readyz(harness)).text).toMatch(/fenced: no contact with NATS .* \(lease 2s\)/);
+      expect((await fetch(`${harness.proxy.apiUrl}/api/v1/namespaces/${ns}/configmaps/cm`)).status).toBe(404);
+      const list = (await (await fetch(`${harness.proxy.apiUrl}/api/v1/configmaps`)).json()) as { items: unknown[] };
+      expect(list.items).toEqual([]);
+
+      await nats.start();
+      await settles(async () => expect((await readyz(harness)).status).toBe(200), 30_000);
+      expect((await fetch(`${harness.proxy.apiUrl}/api/v1/namespaces/${ns}/configmaps/cm`)).status).toBe(200);
+    } finally {
+      await harness.close();
+    }
+  }, 90_000);
+
+  it('starts and serves from its stored table while NATS is down', async () => {
+    const shard = 'shard-stored';
+    const table = routeTable({ shard, homeCluster: a.name, clusters: [clusterRoute(a, [bucket(ns)])], leaseSeconds: 60 });
+    await publish(table);
+    const first = await startTestProxy({ table: undefined, credentialsPath: testbed().kubeconfigPath, dir: join(dir, shard), source: source(shard) });
+    await settles(() => expect(first.proxy.controller.current?.table.version).toBe(1));
+    await first.close();
+
+    await nats.stop();
+    try {
+      const second = await startTestProxy({ table: undefined, credentialsPath: testbed().kubeconfigPath, dir: join(dir, shard), source: source(shard) });
+      try {
+        expect((await readyz(second)).status).toBe(200);
+        expect((await fetch(`${second.proxy.apiUrl}/api/v1/namespaces/${ns}/configmaps/cm`)).status).toBe(200);
+        const metrics = await (await fetch(`${second.proxy.opsUrl}/metrics`)).text();
+        expect(metrics).toMatch(/ctrlmesh_proxy_route_source_connected\{[^}]*\} 0/);
+      } finally {
+        await second.close();
+      }
+    } finally {
+      await nats.start();
+    }
+  }, 90_000);
+});

@@ -1,0 +1,200 @@
+import { request } from 'node:http';
+import { ApiException, CoordinationV1Api, CoreV1Api, type V1ConfigMap } from '@kubernetes/client-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { HASH_LABEL, bucket, clusterRoute, namespaceOutside, routeTable, settles, startTestProxy, type TestProxy } from './helpers/proxy.js';
+import { cluster, kubeConfigFor, testbed, uniqueName } from './helpers/testbed.js';
+
+async function failure(call: Promise<unknown>): Promise<{ code: number; body: { message?: string; reason?: string } }> {
+  try {
+    await call;
+  } catch (err) {
+    if (err instanceof ApiException) return { code: err.code, body: JSON.parse(err.body as string) as { message?: string } };
+    throw err;
+  }
+  throw new Error('the call succeeded');
+}
+
+/** Reads a watch through the proxy as newline-delimited JSON events, as they arrive. */
+function watchEvents(url: string, signal: AbortSignal): { events: { type: string; object: V1ConfigMap & { code?: number } }[]; done: Promise<void> } {
+  const events: { type: string; object: V1ConfigMap & { code?: number } }[] = [];
+  const done = (async () => {
+    const res = await fetch(url, { signal });
+    const decoder = new TextDecoder();
+    let pending = '';
+    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+      pending += decoder.decode(chunk, { stream: true });
+      let nl: number;
+      while ((nl = pending.indexOf('\n')) >= 0) {
+        events.push(JSON.parse(pending.slice(0, nl)));
+        pending = pending.slice(nl + 1);
+      }
+    }
+  })().catch((err: unknown) => {
+    if ((err as Error).name !== 'AbortError') throw err;
+  });
+  return { events, done };
+}
+
+/** Sends an exec upgrade (WebSocket, as kubectl 1.30+ does) through the proxy; resolves with the answer's status and body. */
+function execUpgrade(url: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, {
+      headers: {
+        connection: 'Upgrade',
+        upgrade: 'websocket',
+        'sec-websocket-key': Buffer.from('0123456789abcdef').toString('base64'),
+        'sec-websocket-version': '13',
+        'sec-websocket-protocol': 'v5.channel.k8s.io',
+      },
+    });
+    req.on('response', (res) => {
+      let body = '';
+      res.setEncoding('utf8').on('data', (c: string) => (body += c)).on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on('upgrade', (res, socket) => {
+      socket.destroy();
+      resolve({ status: res.statusCode ?? 0, body: '' });
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+describe('the proxy in front of real API servers, with a static route table', () => {
+  const a = cluster(0);
+  const b = cluster(1);
+  const admin = kubeConfigFor(a).makeApiClient(CoreV1Api);
+  const ownedNs = uniqueName('own');
+  const owned = new Set([bucket(ownedNs)]);
+  const foreignNs = namespaceOutside('foreign', owned);
+  const operatorNs = uniqueName('operator');
+  let harness: TestProxy;
+  let core: CoreV1Api;
+
+  const labelled = (name: string, namespace: string, labels: Record<string, string> = {}) =>
+    admin.createNamespacedConfigMap({ namespace, body: { metadata: { name, labels: { [HASH_LABEL]: String(bucket(namespace)), ...labels } } } });
+
+  beforeAll(async () => {
+    for (const ns of [ownedNs, foreignNs, operatorNs]) {
+      await admin.createNamespace({ body: { metadata: { name: ns, labels: { [HASH_LABEL]: String(bucket(ns)) } } } });
+    }
+    await labelled('mine', ownedNs, { app: 'demo' });
+    await labelled('mine-other-app', ownedNs, { app: 'other' });
+    await labelled('theirs', foreignNs, { app: 'demo' });
+    const table = routeTable({
+      shard: 'shard-1',
+      homeCluster: a.name,
+      clusters: [
+        clusterRoute(a, [...owned], { bucketOwners: { [String(bucket(foreignNs))]: 'shard-2' } }),
+        clusterRoute(b, []),
+      ],
+    });
+    harness = await startTestProxy({ table, credentialsPath: testbed().kubeconfigPath });
+    core = harness.kubeConfig().makeApiClient(CoreV1Api);
+  });
+
+  afterAll(async () => {
+    await harness?.close();
+    for (const ns of [ownedNs, foreignNs, operatorNs]) await admin.deleteNamespace({ name: ns }).catch(() => undefined);
+  });
+
+  it('lists only the shard\'s objects, keeping the client\'s own selector', async () => {
+    const all = await core.listConfigMapForAllNamespaces({ labelSelector: 'app=demo' });
+    const names = all.items.map((c) => `${c.metadata?.namespace}/${c.metadata?.name}`);
+    expect(names).toContain(`${ownedNs}/mine`);
+    expect(names).not.toContain(`${ownedNs}/mine-other-app`);
+    expect(names).not.toContain(`${foreignNs}/theirs`);
+    expect(all.items.every((c) => owned.has(Number(c.metadata?.labels?.[HASH_LABEL])))).toBe(true);
+    const foreign = await core.listNamespacedConfigMap({ namespace: foreignNs });
+    expect(foreign.items).toEqual([]);
+  });
+
+  it('gives an empty list, not an error, in a cluster where the shard owns nothing', async () => {
+    await kubeConfigFor(b).makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name: ownedNs, labels: { [HASH_LABEL]: String(bucket(ownedNs)) } } } });
+    const inB = harness.kubeConfig(b.name).makeApiClient(CoreV1Api);
+    const list = await inB.listNamespacedConfigMap({ namespace: ownedNs });
+    expect(list.items).toEqual([]);
+    await kubeConfigFor(b).makeApiClient(CoreV1Api).deleteNamespace({ name: ownedNs });
+  });
+
+  it('answers 404 to reads and 403 naming the owner to writes outside the shard', async () => {
+    expect((await core.readNamespacedConfigMap({ name: 'mine', namespace: ownedNs })).metadata?.name).toBe('mine');
+    const read = await failure(core.readNamespacedConfigMap({ name: 'theirs', namespace: foreignNs }));
+    expect(read.code).toBe(404);
+    expect(read.body.reason).toBe('NotFound');
+    const write = await failure(core.replaceNamespacedConfigMap({ name: 'theirs', namespace: foreignNs, body: { metadata: { name: 'theirs' }, data: { x: '1' } } }));
+    expect(write.code).toBe(403);
+    expect(write.body.message).toContain('shard "shard-2"');
+    const create = await failure(core.createNamespacedConfigMap({ namespace: foreignNs, body: { metadata: { name: 'sneaky' } } }));
+    expect(create.code).toBe(403);
+    const del = await failure(core.deleteNamespacedConfigMap({ name: 'theirs', namespace: foreignNs }));
+    expect(del.code).toBe(403);
+    expect((await admin.readNamespacedConfigMap({ name: 'theirs', namespace: foreignNs })).data).toBeUndefined();
+  });
+
+  it('drops watch events of an object relabelled out of the shard', async () => {
+    const controller = new AbortController();
+    const url = `${harness.proxy.apiUrl}/api/v1/namespaces/${ownedNs}/configmaps?watch=true&labelSelector=app%3Ddemo`;
+    const watch = watchEvents(url, controller.signal);
+    await settles(() => expect(watch.events.map((e) => e.object.metadata?.name)).toContain('mine'));
+    await labelled('moving', ownedNs, { app: 'demo' });
+    await settles(() => expect(watch.events.some((e) => e.object.metadata?.name === 'moving')).toBe(true));
+    const foreignBucket = String(bucket(foreignNs));
+    await admin.patchNamespacedConfigMap(
+      { name: 'moving', namespace: ownedNs, body: [{ op: 'replace', path: `/metadata/labels/${HASH_LABEL.replace('/', '~1')}`, value: foreignBucket }] },
+    );
+    // The API server reports the object leaving the selector as DELETED; later changes to it never reach the shard.
+    await settles(() => expect(watch.events.some((e) => e.type === 'DELETED' && e.object.metadata?.name === 'moving')).toBe(true));
+    await admin.patchNamespacedConfigMap({ name: 'moving', namespace: ownedNs, body: [{ op: 'add', path: '/data', value: { after: 'move' } }] });
+    await labelled('marker', ownedNs, { app: 'demo' });
+    await settles(() => expect(watch.events.some((e) => e.object.metadata?.name === 'marker')).toBe(true));
+    const afterMove = watch.events.filter((e) => e.object.metadata?.name === 'moving' && e.object.data?.after === 'move');
+    expect(afterMove).toEqual([]);
+    expect(watch.events.every((e) => e.type === 'DELETED' || e.object.metadata?.labels?.[HASH_LABEL] !== foreignBucket)).toBe(true);
+    controller.abort();
+    await watch.done;
+  });
+
+  it('passes exec upgrades through to the API server inside the shard, and refuses them outside', async () => {
+    await admin.createNamespacedPod({ namespace: ownedNs, body: { metadata: { name: 'p', labels: { [HASH_LABEL]: String(bucket(ownedNs)) } }, spec: { containers: [{ name: 'c', image: 'busybox' }] } } });
+    // No kubelet in the test bed: the API server itself answers that the pod has no node, through the spliced connection.
+    const inside = await execUpgrade(`${harness.proxy.apiUrl}/api/v1/namespaces/${ownedNs}/pods/p/exec?command=true&stdout=true`);
+    expect(inside.status).toBe(400);
+    expect(inside.body).toContain('does not have a host assigned');
+    const outside = await execUpgrade(`${harness.proxy.apiUrl}/api/v1/namespaces/${foreignNs}/pods/p/exec?command=true&stdout=true`);
+    expect(outside.status).toBe(404);
+    expect(JSON.parse(outside.body).reason).toBe('NotFound');
+  });
+
+  it('renames the leader-election lock per shard, and back', async () => {
+    const coordination = harness.kubeConfig().makeApiClient(CoordinationV1Api);
+    const created = await coordination.createNamespacedLease({ namespace: operatorNs, body: { metadata: { name: 'demo-leader' }, spec: { holderIdentity: 'pod-0' } } });
+    expect(created.metadata?.name).toBe('demo-leader');
+    const direct = kubeConfigFor(a).makeApiClient(CoordinationV1Api);
+    const stored = await direct.readNamespacedLease({ name: 'demo-leader---shard-1', namespace: operatorNs });
+    expect(stored.spec?.holderIdentity).toBe('pod-0');
+    expect((await failure(direct.readNamespacedLease({ name: 'demo-leader', namespace: operatorNs }))).code).toBe(404);
+    const read = await coordination.readNamespacedLease({ name: 'demo-leader', namespace: operatorNs });
+    expect(read.metadata?.name).toBe('demo-leader');
+    read.spec = { ...read.spec, holderIdentity: 'pod-1' };
+    const replaced = await coordination.replaceNamespacedLease({ name: 'demo-leader', namespace: operatorNs, body: read });
+    expect(replaced.metadata?.name).toBe('demo-leader');
+    expect((await direct.readNamespacedLease({ name: 'demo-leader---shard-1', namespace: operatorNs })).spec?.holderIdentity).toBe('pod-1');
+  });
+
+  it('ends watches that carried a revoked bucket with 410 Expired, then serves the new table', async () => {
+    const controller = new AbortController();
+    const watch = watchEvents(`${harness.proxy.apiUrl}/api/v1/configmaps?watch=true`, controller.signal);
+    await settles(() => expect(watch.events.length).toBeGreaterThan(0));
+    const current = harness.proxy.controller.current!.table;
+    await harness.writeTable({ ...current, version: current.version + 1, clusters: current.clusters.map((c) => ({ ...c, buckets: [] })) });
+    await watch.done;
+    const last = watch.events.at(-1)!;
+    expect(last.type).toBe('ERROR');
+    expect(last.object.code).toBe(410);
+    expect((await failure(core.readNamespacedConfigMap({ name: 'mine', namespace: ownedNs }))).code).toBe(404);
+    expect((await core.listConfigMapForAllNamespaces({})).items).toEqual([]);
+    await harness.writeTable({ ...current, version: current.version + 2 });
+    await settles(async () => expect((await core.readNamespacedConfigMap({ name: 'mine', namespace: ownedNs })).metadata?.name).toBe('mine'));
+  });
+});

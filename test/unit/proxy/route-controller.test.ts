@@ -1,0 +1,142 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pino } from 'pino';
+import { Registry } from 'prom-client';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { createProxyMetrics } from '../../../src/metrics/index.js';
+import { ClusterLinks } from '../../../src/proxy/cluster-links.js';
+import { RouteController } from '../../../src/proxy/route-controller.js';
+import type { RouteSource, RouteSourceHandlers } from '../../../src/proxy/route-source.js';
+import { TableStore } from '../../../src/proxy/table-store.js';
+import type { RouteTable } from '../../../src/transport/index.js';
+import { clusterFixture, routeTableFixture } from './route-table-fixture.js';
+
+const logger = pino({ level: 'silent' });
+
+function table(version: number, buckets: number[], leaseSeconds = 10): RouteTable {
+  return routeTableFixture({ version, leaseSeconds, clusters: [clusterFixture('a', buckets)] });
+}
+
+/** A source driven by the test: what a NATS KV source reports, without NATS. */
+class ScriptedSource implements RouteSource {
+  readonly description = 'scripted source';
+  readonly leased: boolean;
+  handlers: RouteSourceHandlers | undefined;
+  readonly acks: number[] = [];
+  readonly failStart: boolean;
+  constructor(options: { leased: boolean; failStart?: boolean }) {
+    this.leased = options.leased;
+    this.failStart = options.failStart ?? false;
+  }
+  async start(handlers: RouteSourceHandlers): Promise<void> {
+    if (this.failStart) throw new Error('source down');
+    this.handlers = handlers;
+  }
+  async acknowledge(t: RouteTable): Promise<void> {
+    this.acks.push(t.version);
+  }
+  async stop(): Promise<void> {}
+}
+
+describe('RouteController', () => {
+  let dir: string;
+  let now = 1_000_000;
+  const controllers: RouteController[] = [];
+  const links: ClusterLinks[] = [];
+
+  beforeEach(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'ctrlmesh-controller-'));
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
+  });
+  afterEach(async () => {
+    vi.useRealTimers();
+    for (const c of controllers.splice(0)) await c.stop();
+    for (const l of links.splice(0)) await l.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  function make(source: RouteSource): RouteController {
+    const metrics = createProxyMetrics(new Registry());
+    const link = new ClusterLinks({
+      credentials: new Map(),
+      upstream: { headersTimeoutMs: 1000 },
+      breaker: { errorThresholdPercentage: 50, volumeThreshold: 5, resetTimeoutMs: 1000, rollingCountTimeoutMs: 10_000 },
+      metrics,
+      logger,
+    });
+    links.push(link);
+    const controller = new RouteController({ source, store: new TableStore(join(dir, 'store.json')), links: link, metrics, logger, now: () => now, tickMs: 100 });
+    controllers.push(controller);
+    return controller;
+  }
+
+  it('applies only newer versions, ends the watches a change invalidates, then acknowledges', async () => {
+    const source = new ScriptedSource({ leased: true });
+    const controller = make(source);
+    await controller.start();
+    source.handlers!.onContact(true);
+    source.handlers!.onTable(table(2, [1, 2]));
+    const expired: string[] = [];
+    const selector = controller.current!.clusters.get('a')!.view.selectorFor('', 'configmaps');
+    controller.watches.add({ cluster: 'a', group: '', resource: 'configmaps', selector, expire: () => expired.push('configmaps') });
+    source.handlers!.onTable(table(1, []));
+    expect(controller.current!.table.version).toBe(2);
+    expect(expired).toEqual([]);
+    const breaker = controller.current!.clusters.get('a')!.breaker;
+    source.handlers!.onTable(table(3, [1]));
+    expect(expired).toEqual(['configmaps']);
+    // Only buckets moved: the cluster keeps its pool and its breaker (and the breaker's state).
+    expect(controller.current!.clusters.get('a')!.breaker).toBe(breaker);
+    expect(controller.watches.size).toBe(0);
+    await vi.waitFor(() => expect(source.acks).toEqual([2, 3]));
+  });
+
+  it('fences itself after the lease without contact, and recovers when contact returns', async () => {
+    const source = new ScriptedSource({ leased: true });
+    const controller = make(source);
+    await controller.start();
+    source.handlers!.onContact(true);
+    source.handlers!.onTable(table(1, [4, 5], 10));
+    const view = () => controller.current!.clusters.get('a')!.view;
+    const expired: string[] = [];
+    controller.watches.add({ cluster: 'a', group: '', resource: 'pods', selector: view().selectorFor('', 'pods'), expire: () => expired.push('pods') });
+    source.handlers!.onContact(false);
+    now += 9_000;
+    vi.advanceTimersByTime(200);
+    expect(controller.readiness().ready).toBe(true);
+    now += 2_000;
+    vi.advanceTimersByTime(200);
+    const readiness = controller.readiness();
+    expect(readiness.ready).toBe(false);
+    expect(readiness.reasons[0]).toMatch(/^fenced: no contact with scripted source for 11s \(lease 10s\)/);
+    expect(view().ownsNothing).toBe(true);
+    expect(view().selectorFor('', 'pods')).toBe('h,!h');
+    expect(expired).toEqual(['pods']);
+    source.handlers!.onContact(true);
+    expect(controller.readiness().ready).toBe(true);
+    expect([...view().owned]).toEqual([4, 5]);
+  });
+
+  it('never fences on a source without a lease (a static file)', async () => {
+    const source = new ScriptedSource({ leased: false });
+    const controller = make(source);
+    await controller.start();
+    source.handlers!.onTable(table(1, [4], 1));
+    source.handlers!.onContact(false);
+    now += 60_000;
+    vi.advanceTimersByTime(200);
+    expect(controller.readiness().ready).toBe(true);
+  });
+
+  it('serves the stored table when the source cannot start, and counts the lease from the stored contact', async () => {
+    await new TableStore(join(dir, 'store.json')).save({ table: table(7, [9], 10), contactAt: now - 5_000 });
+    const controller = make(new ScriptedSource({ leased: true, failStart: true }));
+    await controller.start();
+    expect(controller.current!.table.version).toBe(7);
+    expect(controller.readiness().ready).toBe(true);
+    now += 6_000;
+    vi.advanceTimersByTime(200);
+    expect(controller.readiness().ready).toBe(false);
+  });
+});

@@ -1,0 +1,23 @@
+import type { ClusterRoute, RouteTable } from '../../../src/transport/index.js';
+
+/** A valid route table for one shard of `op/demo`, home cluster `a`; tests override what they are about. */
+export function routeTableFixture(overrides: Partial<RouteTable> = {}): RouteTable {
+  return {
+    schema: 1,
+    operator: 'op/demo',
+    shard: 's1',
+    version: 1,
+    issuedAt: '2026-11-21T00:00:00Z',
+    homeCluster: 'a',
+    hashAlgorithm: 'kusionstack',
+    bucketCount: 32,
+    labels: { hash: 'h', namespace: 'n', control: 'c' },
+    leaseSeconds: 30,
+    clusters: [clusterFixture('a', [])],
+    ...overrides,
+  };
+}
+
+export function clusterFixture(name: string, buckets: number[], overrides: Partial<ClusterRoute> = {}): ClusterRoute {
+  return { name, server: `https://${name}.example:6443`, caPem: '', buckets, limits: [], ...overrides };
+}
