@@ -254,7 +254,10 @@ const benchmark: Benchmark = {
       const ctrlmesh = spawn(
         process.execPath,
         [
-          '--expose-gc', '--import', pathToFileURL(GC_PROBE).href, CLI, 'proxy', '--route-table', join(dir, 'table.json'), '--credentials', server.kubeconfigPath, '--store', join(dir, 'store.json'),
+          '--expose-gc', '--import', pathToFileURL(GC_PROBE).href,
+          // BENCH_PROXY_CPU_PROF=<dir>: a CPU profile of the proxy over the whole run, written when it stops.
+          ...(process.env.BENCH_PROXY_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROXY_CPU_PROF}`] : []),
+          CLI, 'proxy', '--route-table', join(dir, 'table.json'), '--credentials', server.kubeconfigPath, '--store', join(dir, 'store.json'),
           '--listen', `127.0.0.1:${apiPort}`, '--ops-listen', `127.0.0.1:${opsPort}`, '--log-level', 'warn',
         ],
         { stdio: ['ignore', 'pipe', 'inherit'] },
