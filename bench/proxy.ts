@@ -1,8 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Pool } from 'undici';
 import { freePort, resolveTool, startApiServer, startEtcd, type ApiServerHandle, type EtcdHandle } from '../src/dev/index.js';
 import { ClusterShardView, decide, parseRequestInfo, withClientSelector } from '../src/proxy/index.js';
@@ -12,12 +12,16 @@ import CircuitBreaker from 'opossum';
 import { cpuNs, round, timePerOp, type Benchmark, type BenchRow } from './harness.js';
 
 /** dist/bench/proxy.js -> dist/src/cli/main.js (the built CLI, run as the sidecar would be). */
-const CLI = join(fileURLToPath(new URL('.', import.meta.url)), '..', 'src', 'cli', 'main.js');
+const HERE = fileURLToPath(new URL('.', import.meta.url));
+const CLI = join(HERE, '..', 'src', 'cli', 'main.js');
+const GC_PROBE = join(HERE, 'probes', 'gc-memory.js');
 const HASH_LABEL = 'ctrlmesh.kusionstack.io/shard-hash';
 const NAMESPACE = 'bench';
 const OBJECTS = 100;
-const LATENCY_REQUESTS = 1500;
-const THROUGHPUT_REQUESTS = 4000;
+/** Each round measures every target once per verb, in a rotated order; figures are medians over rounds. */
+const ROUNDS = 7;
+const LATENCY_REQUESTS = 300;
+const THROUGHPUT_REQUESTS = 1000;
 const CONCURRENCY = 16;
 const WATCHES = 200;
 const WATCH_UPDATES = 400;
@@ -37,9 +41,9 @@ async function call(target: Target, path: string): Promise<void> {
   if (res.statusCode !== 200) throw new Error(`${target.name} ${path}: HTTP ${res.statusCode}`);
 }
 
-/** Sequential requests (after 100 untimed): wall-clock latency per request in ms, sorted. */
+/** Sequential requests (after 30 untimed): wall-clock latency per request in ms, sorted. */
 async function latencies(target: Target, path: string, count: number): Promise<number[]> {
-  for (let i = 0; i < 100; i++) await call(target, path);
+  for (let i = 0; i < 30; i++) await call(target, path);
   const times: number[] = [];
   for (let i = 0; i < count; i++) {
     const start = process.hrtime.bigint();
@@ -76,11 +80,29 @@ async function waitForLine(child: ChildProcess, pattern: RegExp): Promise<void> 
   });
 }
 
-/** Resident and heap memory of the ctrlmesh proxy, from its own /metrics. */
-async function proxyMemory(opsUrl: string): Promise<{ rss: number; heap: number }> {
-  const text = await (await fetch(`${opsUrl}/metrics`)).text();
-  const value = (name: string): number => Number(text.split('\n').find((l) => l.startsWith(name))?.split(' ').at(-1) ?? NaN);
-  return { rss: value('process_resident_memory_bytes'), heap: value('nodejs_heap_size_used_bytes') };
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
+/** Resident and heap memory of the ctrlmesh proxy after a forced GC (bench/probes/gc-memory.ts answers SIGUSR2). */
+async function proxyMemory(child: ChildProcess): Promise<{ rss: number; heap: number }> {
+  const line = new Promise<string>((resolve) => {
+    let seen = '';
+    const onData = (chunk: Buffer): void => {
+      seen += chunk.toString();
+      const match = /gc-memory (\{.*\})\n/.exec(seen);
+      if (!match) return;
+      child.stdout?.off('data', onData);
+      resolve(match[1]!);
+    };
+    child.stdout?.on('data', onData);
+  });
+  child.kill('SIGUSR2');
+  const reading = JSON.parse(await line) as { rss: number; heap: number; forced: boolean };
+  if (!reading.forced) throw new Error('the proxy was started without --expose-gc: memory would include garbage');
+  return reading;
 }
 
 /** Opens `count` watches through `url`; returns their closer once each has its response head. */
@@ -189,8 +211,9 @@ const benchmark: Benchmark = {
   name: 'proxy',
   description:
     `GET and LIST (${OBJECTS} ConfigMaps) on one kube-apiserver: direct, via kubectl proxy, via ctrlmesh proxy (breaker, ` +
-    `selector injection, metrics on); latency from ${LATENCY_REQUESTS} sequential calls (wall ms), throughput with ` +
-    `${CONCURRENCY} in flight; watch events/s through the proxy; proxy memory per open watch (${WATCHES} watches)`,
+    `selector injection, metrics on); ${ROUNDS} interleaved rounds, medians over rounds; latency from ${LATENCY_REQUESTS} sequential calls ` +
+    `(wall ms), throughput with ${CONCURRENCY} in flight; watch events/s through the proxy; proxy memory per open ` +
+    `watch (${WATCHES} watches, forced GC)`,
   run: async ({ progress }) => {
     const dir = await mkdtemp(join(tmpdir(), 'ctrlmesh-bench-proxy-'));
     const children: ChildProcess[] = [];
@@ -231,6 +254,9 @@ const benchmark: Benchmark = {
       const ctrlmesh = spawn(
         process.execPath,
         [
+          '--expose-gc', '--import', pathToFileURL(GC_PROBE).href,
+          // BENCH_PROXY_CPU_PROF=<dir>: a CPU profile of the proxy over the whole run, written when it stops.
+          ...(process.env.BENCH_PROXY_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROXY_CPU_PROF}`] : []),
           CLI, 'proxy', '--route-table', join(dir, 'table.json'), '--credentials', server.kubeconfigPath, '--store', join(dir, 'store.json'),
           '--listen', `127.0.0.1:${apiPort}`, '--ops-listen', `127.0.0.1:${opsPort}`, '--log-level', 'warn',
         ],
@@ -248,26 +274,37 @@ const benchmark: Benchmark = {
       pools.push(targets[1]!.pool, targets[2]!.pool);
       const paths = { GET: `/api/v1/namespaces/${NAMESPACE}/configmaps/cm-1`, LIST: `/api/v1/namespaces/${NAMESPACE}/configmaps?labelSelector=app%3Dbench` };
       const rows: BenchRow[] = [];
+      const loads: number[] = [loadavg()[0]!];
       for (const [verb, path] of Object.entries(paths)) {
-        const measured = [];
-        for (const target of targets) {
-          progress(`${verb} ${target.name}: ${LATENCY_REQUESTS} sequential, then ${THROUGHPUT_REQUESTS} with ${CONCURRENCY} in flight`);
-          const times = await latencies(target, path, LATENCY_REQUESTS);
-          measured.push({ target, p50: percentile(times, 0.5), p99: percentile(times, 0.99), rps: await throughput(target, path, THROUGHPUT_REQUESTS) });
+        // Per target: one { p50, p99, rps } per round. Targets take turns within a round (order rotated each
+        // round), so a burst of other work on the machine lands on all three rather than on one.
+        const perRound = targets.map(() => [] as { p50: number; p99: number; rps: number }[]);
+        for (let r = 0; r < ROUNDS; r++) {
+          progress(`${verb} round ${r + 1}/${ROUNDS}: each target ${LATENCY_REQUESTS} sequential, then ${THROUGHPUT_REQUESTS} with ${CONCURRENCY} in flight`);
+          for (let k = 0; k < targets.length; k++) {
+            const t = (r + k) % targets.length;
+            const times = await latencies(targets[t]!, path, LATENCY_REQUESTS);
+            perRound[t]!.push({ p50: percentile(times, 0.5), p99: percentile(times, 0.99), rps: await throughput(targets[t]!, path, THROUGHPUT_REQUESTS) });
+          }
+          loads.push(loadavg()[0]!);
         }
-        const [base, kubectlRun] = [measured[0]!, measured[1]!];
-        for (const m of measured) {
+        const [base, kubectlRuns] = [perRound[0]!, perRound[1]!];
+        // Added latency and ratios are taken within each round (same conditions), then the median over rounds.
+        const over = (runs: typeof base, f: (run: (typeof base)[number], r: number) => number): number => median(runs.map(f));
+        targets.forEach((target, t) => {
+          const runs = perRound[t]!;
           rows.push({
-            case: `${verb} ${m.target.name}`,
-            p50Ms: round(m.p50, 3),
-            p99Ms: round(m.p99, 3),
-            addedP50Ms: round(m.p50 - base.p50, 3),
-            addedP99Ms: round(m.p99 - base.p99, 3),
-            reqPerSec: Math.round(m.rps),
-            vsDirect: round(m.rps / base.rps, 2),
-            vsKubectlProxy: round(m.rps / kubectlRun.rps, 2),
+            case: `${verb} ${target.name}`,
+            p50Ms: round(over(runs, (m) => m.p50), 3),
+            p99Ms: round(over(runs, (m) => m.p99), 3),
+            addedP50Ms: round(over(runs, (m, r) => m.p50 - base[r]!.p50), 3),
+            addedP99Ms: round(over(runs, (m, r) => m.p99 - base[r]!.p99), 3),
+            reqPerSec: Math.round(over(runs, (m) => m.rps)),
+            vsDirect: round(over(runs, (m, r) => m.rps / base[r]!.rps), 2),
+            vsKubectlProxy: round(over(runs, (m, r) => m.rps / kubectlRuns[r]!.rps), 2),
+            vsKubectlProxyMin: round(Math.min(...runs.map((m, r) => m.rps / kubectlRuns[r]!.rps)), 2),
           });
-        }
+        });
       }
 
       rows.push(...decisionRows(server, bucket), await breakerRow());
@@ -277,15 +314,23 @@ const benchmark: Benchmark = {
       rows.push({ case: 'watch through ctrlmesh proxy', events: watched.events, eventsPerSec: watched.perSecond });
 
       progress(`memory per open watch: ${WATCHES} watches through ctrlmesh proxy`);
-      const before = await proxyMemory(`http://127.0.0.1:${opsPort}`);
+      const before = await proxyMemory(ctrlmesh);
       const close = await openWatches(apiUrl, WATCHES);
       await new Promise((r) => setTimeout(r, 2000));
-      const during = await proxyMemory(`http://127.0.0.1:${opsPort}`);
+      const during = await proxyMemory(ctrlmesh);
       close();
       rows.push({
-        case: `open watches (${WATCHES})`,
+        case: `open watches (${WATCHES}), after forced GC`,
         rssKiBPerWatch: round((during.rss - before.rss) / WATCHES / 1024, 1),
         heapKiBPerWatch: round((during.heap - before.heap) / WATCHES / 1024, 1),
+      });
+      loads.push(loadavg()[0]!);
+      rows.push({
+        case: 'machine load (1-min load average)',
+        cores: availableParallelism(),
+        loadMin: round(Math.min(...loads), 2),
+        loadMedian: round(median(loads), 2),
+        loadMax: round(Math.max(...loads), 2),
       });
       return rows;
     } finally {
