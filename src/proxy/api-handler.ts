@@ -2,7 +2,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import { decide } from './enforce.js';
-import { forward, readBody, sendBody, sendRestored, type UpstreamResponse } from './forward.js';
+import { forward, readBody, sendRestored, type UpstreamResponse } from './forward.js';
 import { parseRequestInfo, type RequestInfo } from './request-info.js';
 import type { RouteController } from './route-controller.js';
 import type { ClusterEntry } from './route-state.js';
@@ -105,7 +105,7 @@ export function createApiHandler(options: ApiHandlerOptions): (request: FastifyR
         // Node holds response headers until the first body byte; a quiet watch must still start at once.
         out.raw.flushHeaders();
       } else {
-        sendBody(out, res, { watch: verb === 'watch' }).catch((err: unknown) => out.send(err));
+        out.send(res.stream);
       }
     };
     try {

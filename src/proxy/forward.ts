@@ -1,22 +1,14 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { IncomingHttpHeaders } from 'node:http';
-import { Readable } from 'node:stream';
+import type { Readable } from 'node:stream';
 import type { LockRenamer } from './leader-election.js';
 import type { ClusterEntry } from './route-state.js';
 
 /** The API server's answer as the proxy forwards it. */
 export interface UpstreamResponse {
   statusCode: number;
-  /** The body's declared length; undefined when the API server streams it (chunked). */
-  contentLength: number | undefined;
   stream: Readable;
 }
-
-/**
- * Bodies up to this size are read whole and written with the response head in one go: one write to the client
- * instead of a head, body chunk(s) and end, each a system call (the bulk of the proxy's CPU, docs/proxy.md).
- */
-const WHOLE_BODY_BYTES = 256 * 1024;
 
 export interface ForwardPlan {
   entry: ClusterEntry;
@@ -89,54 +81,14 @@ export async function forward(request: FastifyRequest, reply: FastifyReply, plan
     return;
   }
   reply.code(res.statusCode).headers(clientHeaders(res.headers));
-  const length = res.headers['content-length'];
-  plan.onResponse(reply, { statusCode: res.statusCode, contentLength: typeof length === 'string' ? Number(length) : undefined, stream: res.body });
-}
-
-async function readBytes(stream: Readable): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of stream) chunks.push(typeof chunk === 'string' ? Buffer.from(chunk) : (chunk as Buffer));
-  return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+  plan.onResponse(reply, { statusCode: res.statusCode, stream: res.body });
 }
 
 /** Reads a whole (small) body: lock objects and their statuses. */
 export async function readBody(stream: Readable): Promise<string> {
-  return (await readBytes(stream)).toString('utf8');
-}
-
-/**
- * Sends the API server's body as it is. A body that ends within WHOLE_BODY_BYTES (a GET, most LISTs, whatever
- * their encoding) goes out whole with the head; a longer one streams, its first part included. Watches always
- * stream: their events must not wait.
- */
-export async function sendBody(reply: FastifyReply, res: UpstreamResponse, options: { watch: boolean }): Promise<void> {
-  if (options.watch || (res.contentLength !== undefined && res.contentLength > WHOLE_BODY_BYTES)) {
-    reply.send(res.stream);
-    return;
-  }
-  const chunks = res.stream[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
-  const head: Buffer[] = [];
-  let size = 0;
-  while (size <= WHOLE_BODY_BYTES) {
-    const next = await chunks.next();
-    if (next.done === true) {
-      reply.send(head.length === 1 ? head[0]! : Buffer.concat(head, size));
-      return;
-    }
-    head.push(next.value);
-    size += next.value.length;
-  }
-  reply.send(Readable.from(streamOn(head, chunks), { objectMode: false }));
-}
-
-async function* streamOn(head: Buffer[], rest: AsyncIterator<Buffer>): AsyncGenerator<Buffer> {
-  try {
-    yield* head;
-    for (let next = await rest.next(); next.done !== true; next = await rest.next()) yield next.value;
-  } finally {
-    // The client went away mid-body: stop reading from (and free) the API server's connection.
-    await rest.return?.();
-  }
+  const chunks: Buffer[] = [];
+  for await (const chunk of stream) chunks.push(typeof chunk === 'string' ? Buffer.from(chunk) : (chunk as Buffer));
+  return Buffer.concat(chunks).toString('utf8');
 }
 
 /** Sends a lock's response with its name restored. */
