@@ -4,13 +4,14 @@ import type { ClusterRoute } from '../transport/index.js';
 import { ClusterMetrics } from './cluster-metrics.js';
 import { createClusterBreaker, type BreakerOptions } from './cluster-breaker.js';
 import type { ClusterLink } from './route-state.js';
-import { ClusterUpstream, type ClusterCredentials, type UpstreamOptions } from './upstream.js';
+import { ClusterDispatcher, ClusterUpstream, type ClusterCredentials, type UpstreamOptions } from './upstream.js';
 
 /**
  * Per-cluster connection pools and breakers, kept while a cluster's address, CA and credentials stay the
  * same (a new route table that only moves buckets keeps connections and breaker state).
  */
 export class ClusterLinks {
+  readonly dispatcher = new ClusterDispatcher();
   private readonly links = new Map<string, ClusterLink>();
   private readonly options: {
     credentials: ReadonlyMap<string, ClusterCredentials>;
@@ -39,13 +40,14 @@ export class ClusterLinks {
     return link;
   }
 
-  /** Keeps the links of `inUse` clusters and closes the others. */
+  /** Keeps the links of `inUse` clusters, closes the others, and points the dispatcher at the kept ones. */
   retain(inUse: ReadonlySet<string>): void {
     for (const [name, link] of this.links) {
       if (inUse.has(name)) continue;
       this.links.delete(name);
       this.release(link);
     }
+    this.dispatcher.setUpstreams([...this.links.values()].map((l) => l.upstream));
   }
 
   /** Shutdown: breakers stopped, every connection destroyed (watches included). */

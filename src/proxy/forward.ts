@@ -1,10 +1,10 @@
+import type {} from '@fastify/reply-from';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { IncomingHttpHeaders } from 'node:http';
 import type { Readable } from 'node:stream';
 import type { LockRenamer } from './leader-election.js';
 import type { ClusterEntry } from './route-state.js';
 
-/** The API server's answer as the proxy forwards it. */
+/** The upstream answer reply-from hands over. */
 export interface UpstreamResponse {
   statusCode: number;
   stream: Readable;
@@ -23,65 +23,30 @@ export interface ForwardPlan {
   onResponse(reply: FastifyReply, res: UpstreamResponse): void;
 }
 
-/**
- * Hop-by-hop headers (RFC 9110 7.6.1) and those the proxy sets itself: never copied from one side to the other.
- * undici also refuses most of them in a request.
- */
-const NOT_FORWARDED = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'expect', 'host', 'authorization']);
-
-/** Request headers for the API server: the client's, minus hop-by-hop ones and those its Connection header names. */
-function upstreamHeaders(request: FastifyRequest, plan: ForwardPlan): Record<string, string | string[]> {
-  const incoming = request.headers;
-  const named = typeof incoming.connection === 'string' ? incoming.connection.toLowerCase().split(',').map((h) => h.trim()) : [];
-  const headers: Record<string, string | string[]> = {};
-  for (const name in incoming) {
-    const value = incoming[name];
-    if (value === undefined || NOT_FORWARDED.has(name) || (named.length > 0 && named.includes(name))) continue;
-    headers[name] = value;
-  }
+/** Sends one request to a cluster through reply-from; resolves on an answer, rejects when unreachable. */
+export function forward(request: FastifyRequest, reply: FastifyReply, plan: ForwardPlan): Promise<void> {
   const { upstream } = plan.entry;
-  headers.host = upstream.server.host;
-  // The operator never authenticates to the proxy; the proxy presents its own credentials per cluster.
-  if (upstream.authorization !== undefined) headers.authorization = upstream.authorization;
-  if (plan.json) headers.accept = 'application/json';
-  if (plan.body !== undefined) {
-    headers['content-length'] = String(Buffer.byteLength(plan.body));
-    headers['content-type'] = incoming['content-type'] ?? 'application/json';
-  }
-  return headers;
-}
-
-/** Response headers for the client: the API server's, minus hop-by-hop ones. */
-function clientHeaders(headers: IncomingHttpHeaders): IncomingHttpHeaders {
-  const out: IncomingHttpHeaders = {};
-  for (const name in headers) {
-    if (NOT_FORWARDED.has(name)) continue;
-    out[name] = headers[name];
-  }
-  return out;
-}
-
-/**
- * Sends one request straight to the cluster's pool (no per-request URL parsing or retry wrapper: retries are the
- * breaker's business). Resolves once the response head is handed to `onResponse`; rejects when unreachable.
- */
-export async function forward(request: FastifyRequest, reply: FastifyReply, plan: ForwardPlan): Promise<void> {
-  const { upstream } = plan.entry;
-  const query = plan.query === '' ? '' : `?${plan.query}`;
-  const clientBody = request.body as Readable | undefined | null;
-  const res = await upstream.pool.request({
-    method: request.method as 'GET',
-    path: `${upstream.pathPrefix}${plan.path}${query}`,
-    headers: upstreamHeaders(request, plan),
-    body: plan.body ?? clientBody ?? null,
+  return new Promise((resolve, reject) => {
+    reply.from(`${upstream.virtualBase}${upstream.upstreamPath(plan.path)}`, {
+      queryString: () => plan.query,
+      ...(plan.body === undefined ? {} : { body: plan.body, contentType: request.headers['content-type'] ?? 'application/json' }),
+      // Retries are the breaker's business; reply-from would otherwise retry GETs on 503.
+      retryDelay: () => null,
+      rewriteRequestHeaders: (_req, headers) => {
+        headers.host = upstream.server.host;
+        // The operator never authenticates to the proxy; the proxy presents its own credentials per cluster.
+        delete headers.authorization;
+        if (upstream.authorization !== undefined) headers.authorization = upstream.authorization;
+        if (plan.json) headers.accept = 'application/json';
+        return headers;
+      },
+      onResponse: (_req, _reply, res) => {
+        resolve();
+        plan.onResponse(reply, { statusCode: res.statusCode, stream: res.stream });
+      },
+      onError: (_reply, { error }) => reject(error),
+    });
   });
-  // The client went away while the API server was answering: nothing to send, free the connection.
-  if (request.raw.socket?.destroyed === true) {
-    res.body.destroy();
-    return;
-  }
-  reply.code(res.statusCode).headers(clientHeaders(res.headers));
-  plan.onResponse(reply, { statusCode: res.statusCode, stream: res.body });
 }
 
 /** Reads a whole (small) body: lock objects and their statuses. */

@@ -1,3 +1,4 @@
+import replyFrom from '@fastify/reply-from';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { AddressInfo } from 'node:net';
 import type { Registry } from 'prom-client';
@@ -67,6 +68,7 @@ export async function startProxy(deps: ProxyDeps): Promise<RunningProxy> {
   // Bodies stream to the API server as they come; only lock objects are read (to rename them).
   api.removeAllContentTypeParsers();
   api.addContentTypeParser('*', (_request, payload, done) => done(null, payload));
+  await api.register(replyFrom, { undici: links.dispatcher, disableRequestLogging: true });
   const handler = createApiHandler({
     controller,
     logger,

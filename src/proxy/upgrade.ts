@@ -42,7 +42,7 @@ export function createUpgradeHandler(options: { controller: RouteController; log
     const target: Socket = upstream.tls
       ? connectTls({ host: upstream.server.hostname, port, servername: upstream.server.hostname, ...upstream.tls })
       : connectPlain({ host: upstream.server.hostname, port });
-    const lines = [`${req.method} ${upstream.pathPrefix}${split.path}${query} HTTP/1.1`, `host: ${upstream.server.host}`];
+    const lines = [`${req.method} ${upstream.upstreamPath(split.path)}${query} HTTP/1.1`, `host: ${upstream.server.host}`];
     if (upstream.authorization) lines.push(`authorization: ${upstream.authorization}`);
     for (let i = 0; i < req.rawHeaders.length; i += 2) {
       const name = req.rawHeaders[i]!;

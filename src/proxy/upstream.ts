@@ -1,4 +1,4 @@
-import { Pool } from 'undici';
+import { Dispatcher, Pool } from 'undici';
 import type { ClusterRoute } from '../transport/index.js';
 
 /** What the proxy presents to one cluster's API server: a client certificate and key, or a bearer token. */
@@ -13,6 +13,11 @@ export interface UpstreamOptions {
   headersTimeoutMs: number;
 }
 
+/** The origin reply-from is given for a cluster; the dispatcher maps it to that cluster's own pool. */
+function virtualOrigin(cluster: string): string {
+  return `http://${encodeURIComponent(cluster)}.cluster.ctrlmesh.invalid`;
+}
+
 /**
  * One cluster's API server as the proxy reaches it: its own connection pool, TLS verified against the
  * cluster's CA (rejectUnauthorized stays on), the proxy's credentials for it, no body timeout (watches).
@@ -20,8 +25,7 @@ export interface UpstreamOptions {
 export class ClusterUpstream {
   readonly name: string;
   readonly server: URL;
-  /** The server URL's path without its trailing slash, put before every request path (usually empty). */
-  readonly pathPrefix: string;
+  readonly virtualBase: string;
   readonly authorization: string | undefined;
   readonly pool: Pool;
   /** TLS options for raw connections (upgrades); undefined for plain http. */
@@ -32,7 +36,7 @@ export class ClusterUpstream {
   constructor(route: ClusterRoute, credentials: ClusterCredentials | undefined, options: UpstreamOptions) {
     this.name = route.name;
     this.server = new URL(route.server);
-    this.pathPrefix = this.server.pathname.replace(/\/$/, '');
+    this.virtualBase = virtualOrigin(route.name);
     this.authorization = credentials?.token === undefined ? undefined : `Bearer ${credentials.token}`;
     this.fingerprint = ClusterUpstream.fingerprint(route, credentials, options);
     this.tls =
@@ -46,10 +50,6 @@ export class ClusterUpstream {
       headersTimeout: options.headersTimeoutMs,
       // Watches stream for as long as the API server keeps them open.
       bodyTimeout: 0,
-      // Idle connections stay open for the next GET instead of paying a new TLS handshake (undici's default
-      // is 4 s); the API server still closes them first if it wants to, and undici then reconnects.
-      keepAliveTimeout: 60_000,
-      keepAliveMaxTimeout: 600_000,
       ...(this.tls ? { connect: this.tls } : {}),
     });
   }
@@ -57,5 +57,39 @@ export class ClusterUpstream {
   /** What a pool is built from; equal fingerprints can share one pool. */
   static fingerprint(route: ClusterRoute, credentials: ClusterCredentials | undefined, options: UpstreamOptions): string {
     return JSON.stringify([route.server, route.caPem, credentials ?? null, options]);
+  }
+
+  /** The path on the API server for a request path (a server URL may carry a path prefix). */
+  upstreamPath(path: string): string {
+    const prefix = this.server.pathname.replace(/\/$/, '');
+    return `${prefix}${path}`;
+  }
+}
+
+/**
+ * The one dispatcher reply-from uses: it sends each request to the pool of the cluster named by its virtual
+ * origin. The set of pools is replaced as a whole when a route table changes.
+ */
+export class ClusterDispatcher extends Dispatcher {
+  private pools = new Map<string, Pool>();
+
+  setUpstreams(upstreams: Iterable<ClusterUpstream>): void {
+    this.pools = new Map([...upstreams].map((u) => [u.virtualBase, u.pool]));
+  }
+
+  override dispatch(options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
+    const origin = typeof options.origin === 'string' ? options.origin : options.origin?.origin;
+    const pool = origin === undefined ? undefined : this.pools.get(origin);
+    // request() turns a throw here into an error for that one request.
+    if (pool === undefined) throw new Error(`no upstream for ${String(origin)}: the cluster left the route table`);
+    return pool.dispatch(options, handler);
+  }
+
+  override async close(): Promise<void> {
+    this.pools = new Map();
+  }
+
+  override async destroy(): Promise<void> {
+    this.pools = new Map();
   }
 }
