@@ -50,6 +50,9 @@ export class ClusterUpstream {
       headersTimeout: options.headersTimeoutMs,
       // Watches stream for as long as the API server keeps them open.
       bodyTimeout: 0,
+      // Idle connections stay 60 s (undici's default is 4 s), so a GET after a pause pays no TLS handshake.
+      keepAliveTimeout: 60_000,
+      keepAliveMaxTimeout: 600_000,
       ...(this.tls ? { connect: this.tls } : {}),
     });
   }
