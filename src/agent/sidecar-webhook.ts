@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { API_GROUP, API_VERSION, validateManifest, type LabelSelector } from '../api/index.js';
 import { expandRoot, type HashSettings } from '../sharding/index.js';
-import { ENABLE_PROXY_LABEL, KUBECONFIG_DIR, injectSidecar, type PodLike, type SelectingConfig, type SidecarOptions } from './sidecar-injection.js';
+import { ENABLE_PROXY_LABEL, KUBECONFIG_DIR, KUBECONFIG_PATH, injectSidecar, type PodLike, type SelectingConfig, type SidecarOptions } from './sidecar-injection.js';
 
 /** Where the agent's webhook server answers pod admission for sidecar injection. */
 export const INJECT_PATH = '/inject-proxy';
@@ -92,6 +92,7 @@ function sidecarOptions(proxy: InjectedProxy, configs: readonly ListedConfig[]):
         `--listen=127.0.0.1:${PROXY_API_PORT}`,
         `--ops-listen=0.0.0.0:${PROXY_OPS_PORT}`,
         `--store=${KUBECONFIG_DIR}/route-table.json`,
+        `--write-kubeconfig=${KUBECONFIG_PATH}`,
         `--credentials=${PROXY_CREDENTIALS_DIR}/kubeconfig`,
       ];
     },

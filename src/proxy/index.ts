@@ -24,6 +24,7 @@ export { startProxy, type ListenAddress, type ProxyConfig, type ProxyDeps, type 
 export { isWrite, parseRequestInfo, type RequestInfo, type ResourceRequest, type Verb } from './request-info.js';
 export { type RouteSource, type RouteSourceHandlers } from './route-source.js';
 export { operatorKubeconfig } from './operator-kubeconfig.js';
+export { createKubeconfigWriter, type KubeconfigWriterOptions } from './kubeconfig-writer.js';
 export { parseRouteTable, readRouteTable } from './route-table-file.js';
 export { ClusterShardView, withClientSelector } from './shard-view.js';
 export { statusBody, type KubeStatus } from './status.js';

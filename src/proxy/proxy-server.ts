@@ -10,6 +10,7 @@ import { ClusterLinks } from './cluster-links.js';
 import { RouteController } from './route-controller.js';
 import type { RouteSource } from './route-source.js';
 import type { TableStore } from './table-store.js';
+import type { RouteTable } from '../transport/index.js';
 import { createUpgradeHandler } from './upgrade.js';
 import type { ClusterCredentials, UpstreamOptions } from './upstream.js';
 
@@ -38,6 +39,8 @@ export interface ProxyDeps {
   now: () => number;
   /** Rate limits and fault injection, when rules are configured. */
   guard?: (metrics: ProxyMetrics) => RequestGuard;
+  /** Told of every route table installed. */
+  onTableInstalled?: (table: RouteTable) => void;
 }
 
 export interface RunningProxy {
@@ -59,7 +62,7 @@ export async function startProxy(deps: ProxyDeps): Promise<RunningProxy> {
   const { config, logger, registry } = deps;
   const metrics = createProxyMetrics(registry);
   const links = new ClusterLinks({ credentials: deps.credentials, upstream: config.upstream, breaker: config.breaker, metrics, logger });
-  const controller = new RouteController({ source: deps.source, store: deps.store, links, metrics, logger, now: deps.now });
+  const controller = new RouteController({ source: deps.source, store: deps.store, links, metrics, logger, now: deps.now, onInstalled: deps.onTableInstalled });
   await controller.start();
 
   // A log line per request would cost more than the proxying; requests are counted in the metrics instead.

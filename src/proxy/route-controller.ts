@@ -18,6 +18,8 @@ export interface RouteControllerOptions {
   now: () => number;
   /** How often the lease is checked. */
   tickMs?: number;
+  /** Told of every table installed (stored, live, fenced or not), e.g. to keep the operator's kubeconfig. */
+  onInstalled?: (table: RouteTable) => void;
 }
 
 /**
@@ -128,6 +130,7 @@ export class RouteController {
     metrics.routeTableVersion.set(table.version);
     metrics.routeTableAppliedAt.set(now() / 1000);
     metrics.fenced.set(fenced ? 1 : 0);
+    this.options.onInstalled?.(table);
     logger.info(
       { version: table.version, why, clusters: table.clusters.map((c) => ({ name: c.name, buckets: fenced ? [] : c.buckets })) },
       'route table applied',

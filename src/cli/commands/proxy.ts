@@ -6,6 +6,7 @@ import {
   NatsRouteSource,
   TableStore,
   createApiGuard,
+  createKubeconfigWriter,
   loadCredentials,
   loadRules,
   startEgressProxy,
@@ -84,6 +85,7 @@ export const proxyCommand: Command = {
     listen: { type: 'string', valueName: 'HOST:PORT', description: 'API listener for the operator (default 127.0.0.1:5443)' },
     'ops-listen': { type: 'string', valueName: 'HOST:PORT', description: '/healthz /readyz /metrics (default 127.0.0.1:5441)' },
     'egress-listen': { type: 'string', valueName: 'HOST:PORT', description: 'HTTP proxy for external REST calls (off unless given)' },
+    'write-kubeconfig': { type: 'string', valueName: 'FILE', description: "keep the operator's kubeconfig here (a context per cluster of the table)" },
     rules: { type: 'string', multiple: true, valueName: 'FILE', description: 'CircuitBreaker / FaultInjection manifests (repeatable; re-read on change)' },
     'upstream-timeout-ms': { type: 'string', valueName: 'MS', description: 'longest wait for an API server response head (default 30000)' },
     'breaker-error-percent': { type: 'string', valueName: 'P', description: 'failure percentage that opens a cluster breaker (default 50)' },
@@ -98,6 +100,7 @@ export const proxyCommand: Command = {
     const ruleFiles = stringList(ctx, 'rules');
     const egress = stringValue(ctx, 'egress-listen') === undefined ? undefined : listenAddress(ctx, 'egress-listen', '');
     const { logger } = ctx;
+    const kubeconfigPath = stringValue(ctx, 'write-kubeconfig');
     let rules: RuleSet = await loadRules(ruleFiles, Date.now());
     const currentRules = (): RuleSet => rules;
     const clock = { now: Date.now, random: Math.random };
@@ -111,6 +114,9 @@ export const proxyCommand: Command = {
       logger,
       now: Date.now,
       ...(ruleFiles.length > 0 ? { guard: (metrics) => createApiGuard({ rules: currentRules, clock, metrics }) } : {}),
+      ...(kubeconfigPath === undefined
+        ? {}
+        : { onTableInstalled: createKubeconfigWriter({ path: kubeconfigPath, proxyUrl: `http://${config.api.host}:${config.api.port}`, logger }) }),
     });
     const egressProxy = egress ? await startEgressProxy({ listen: egress, rules: currentRules, clock, metrics: proxy.metrics, logger }) : undefined;
     if (egressProxy) logger.info({ url: egressProxy.url }, 'egress HTTP proxy listening: set HTTP_PROXY/HTTPS_PROXY of the operator to it');
