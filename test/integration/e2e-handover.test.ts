@@ -185,14 +185,6 @@ describe('adding a shard live: units move with never two shards reconciling an o
     // The hub's timeline: each moved unit was granted only after its old owner acknowledged the revocation or its lease ran out.
     const changed = [...after].filter(([unit, shard]) => before.get(unit) !== shard).map(([unit]) => unit);
     expect(changed.length).toBeGreaterThan(0);
-    const moveOf = new Map<string, HandoverRecord>();
-    for (const unit of changed) {
-      const unitMoves = moves.filter((h) => h.unit === unit);
-      // Sticky planning: a unit moves once, straight from its old owner to its new one.
-      expect(unitMoves.map((h) => [h.from, h.to])).toEqual([[before.get(unit), after.get(unit)]]);
-      moveOf.set(unit, unitMoves[0] as HandoverRecord);
-    }
-    expect(moves.length).toBe(changed.length);
     const fenceOf = (h: HandoverRecord): number => h.acknowledgedAt ?? h.revokedAt + PROXY_LEASE_SECONDS * 1000;
     for (const h of moves) {
       if (h.grantedBy === 'ack') {
@@ -203,29 +195,43 @@ describe('adding a shard live: units move with never two shards reconciling an o
         expect(h.grantedAt).toBeGreaterThanOrEqual(h.revokedAt + PROXY_LEASE_SECONDS * 1000);
       }
     }
+    /**
+     * Who owned a unit when, from its handovers: the owner before, then each grantee from its grant. A period ends
+     * (for writes) when the hub saw the owner's proxy acknowledge the revocation, or its lease ran out. (Normally one
+     * move per changed unit; the agents' object counts changing mid-test may rebalance more, which this allows.)
+     */
+    const periodsOf = (unit: string): { shard: string | null; from: number; fence: number }[] => {
+      const periods: { shard: string | null; from: number; fence: number }[] = [];
+      let owner: string | null = before.get(unit) ?? null;
+      let from = -Infinity;
+      for (const h of moves.filter((m) => m.unit === unit).sort((a, b) => a.revokedAt - b.revokedAt)) {
+        expect(h.from).toBe(owner);
+        periods.push({ shard: owner, from, fence: fenceOf(h) });
+        owner = h.to;
+        from = h.grantedAt as number;
+      }
+      expect(owner).toBe(after.get(unit));
+      periods.push({ shard: owner, from, fence: Infinity });
+      return periods;
+    };
 
     // The operators' records, object by object.
     let ownerChanges = 0;
     for (const o of objects) {
       const mine = records.filter((r) => r.cluster === o.cluster && r.key === o.key).sort((a, b) => a.started - b.started);
-      const unit = unitOf(o);
-      const move = moveOf.get(unit);
-      const shardsSeen = [...new Set(mine.map((r) => r.shard))];
-      if (move === undefined) {
-        expect(shardsSeen).toEqual([before.get(unit)]);
-        continue;
+      const periods = periodsOf(unitOf(o));
+      const lastFinished = new Map<string, number>();
+      for (const r of mine) {
+        // Never two at once: every other shard's reconciles of this object finished before this one started.
+        for (const [shard, finishedAt] of lastFinished) if (shard !== r.shard) expect(finishedAt, `${o.cluster} ${o.key}: ${shard} then ${r.shard}`).toBeLessThan(r.started);
+        lastFinished.set(r.shard, Math.max(r.finished, lastFinished.get(r.shard) ?? 0));
+        // Only while the timeline says it owns the unit: from its grant on (it saw the object only through a table
+        // granting it), and a write before the hub saw the revocation acknowledged (it went through the proxy before
+        // the proxy applied the revocation) or the lease expired.
+        const owning = periods.some((p) => p.shard === r.shard && r.started >= p.from && (!r.wrote || r.started < p.fence));
+        expect(owning, `${r.shard} reconciled ${o.cluster} ${o.key} at ${r.started} (wrote: ${r.wrote}) outside its ownership ${JSON.stringify(periods)}`).toBe(true);
       }
-      // Old owner, then new owner: never interleaved, and the old owner's last reconcile ended before the new one's first began.
-      expect(shardsSeen).toEqual([move.from, move.to]);
-      const old = mine.filter((r) => r.shard === move.from);
-      const fresh = mine.filter((r) => r.shard === move.to);
-      expect(Math.max(...old.map((r) => r.finished))).toBeLessThan(Math.min(...fresh.map((r) => r.started)));
-      // A write by the old owner went through its proxy before that proxy applied the revocation, hence before the
-      // hub saw the acknowledgement (or before the lease ran out).
-      for (const r of old.filter((x) => x.wrote)) expect(r.started).toBeLessThan(fenceOf(move));
-      // The new owner saw the object only through a table granting its unit.
-      for (const r of fresh) expect(r.started).toBeGreaterThanOrEqual(move.grantedAt as number);
-      ownerChanges += 1;
+      if (lastFinished.size > 1) ownerChanges += 1;
     }
     expect(ownerChanges).toBeGreaterThan(0);
     logger.info(
