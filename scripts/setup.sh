@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 need_apt=()
 # setpriv starts each test server with a parent-death signal, so no server outlives a killed test run.
 command -v setpriv >/dev/null || need_apt+=(util-linux)
+# Prometheus and promtool: the dashboards' test scrapes real processes and runs every panel's query.
+command -v prometheus >/dev/null && command -v promtool >/dev/null || need_apt+=(prometheus)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing Debian packages: ${need_apt[*]}"
   export DEBIAN_FRONTEND=noninteractive

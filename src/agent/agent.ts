@@ -29,6 +29,7 @@ import { buildReport } from './report.js';
 import { shardingConfigStatus, statusChanged } from './sharding-status.js';
 import { registerWebhook, removeWebhook, startWebhookServer, WEBHOOK_PATH, type WebhookTls } from './webhook.js';
 import { mintWebhookTls } from './webhook-tls.js';
+import { INJECT_PATH } from './sidecar-webhook.js';
 
 export interface AgentOptions {
   cluster: string;
@@ -56,6 +57,8 @@ export interface AgentOptions {
    * and serving certificate are minted in memory.
    */
   webhook?: { tls?: WebhookTls; host: string; port: number; url?: string };
+  /** The image of the proxy sidecar the webhook injects into labelled pods; omitted = no injection. */
+  sidecar?: { image: string };
   listen: { host: string; port: number };
 }
 
@@ -108,11 +111,15 @@ export async function startAgent(options: AgentOptions, deps: { logger: Logger; 
       skip: new Set(options.skipNamespaces),
       logger,
       metrics,
+      ...(options.sidecar
+        ? { injector: { kc: options.kc, proxy: { image: options.sidecar.image, nats: [options.nats].flat(), cluster: options.cluster, settings }, logger } }
+        : {}),
     });
     webhookUrl = options.webhook.url ?? `https://${options.webhook.host}:${webhookServer.port}${WEBHOOK_PATH}`;
   }
 
-  const webhook = webhookUrl && webhookTls ? { url: webhookUrl, caPem: webhookTls.caPem } : undefined;
+  const injectUrl = webhookUrl && options.sidecar ? new URL(INJECT_PATH, webhookUrl).href : undefined;
+  const webhook = webhookUrl && webhookTls ? { url: webhookUrl, caPem: webhookTls.caPem, ...(injectUrl ? { injectUrl } : {}) } : undefined;
   const loop = new AgentLoop({ options, settings, link, logger, metrics, signal: abort.signal, identity, webhook });
   await loop.start();
 
@@ -147,7 +154,7 @@ interface LoopContext {
   metrics: AgentMetrics;
   signal: AbortSignal;
   identity: { name: string; labels: Record<string, string>; server: string; caPem: string };
-  webhook: { url: string; caPem: string } | undefined;
+  webhook: { url: string; caPem: string; injectUrl?: string } | undefined;
 }
 
 /** The agent's steady state: informers in, reports, heartbeats, labels, webhook rules and statuses out. */
@@ -267,6 +274,7 @@ class AgentLoop {
         cluster: this.c.options.cluster,
         url: this.c.webhook.url,
         caPem: this.c.webhook.caPem,
+        ...(this.c.webhook.injectUrl ? { injectUrl: this.c.webhook.injectUrl } : {}),
         skip: this.c.options.skipNamespaces,
         resources: [...this.watch.related.values()].map((r) => ({ group: r.resource.group, resource: r.resource.resource })),
       });

@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import type { AgentMetrics } from '../metrics/index.js';
 import type { HashSettings } from '../sharding/index.js';
 import { admit, type AdmissionRequest } from './admission.js';
+import { injectionWebhook, registerInjectionRoute, type SidecarInjector } from './sidecar-webhook.js';
 
 export interface WebhookTls {
   certPem: string;
@@ -20,6 +21,8 @@ export interface WebhookServerOptions {
   skip: ReadonlySet<string>;
   logger: Logger;
   metrics: AgentMetrics;
+  /** Serves sidecar injection too (pods labelled enable-proxy=true). */
+  injector?: SidecarInjector;
 }
 
 export const WEBHOOK_PATH = '/mutate';
@@ -37,6 +40,7 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
     options.metrics.admissionReviews.inc({ patched: response.patch ? 'true' : 'false' });
     return { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response };
   });
+  if (options.injector) registerInjectionRoute(app, options.injector);
   await app.listen({ host: options.host, port: options.port });
   const address = app.server.address();
   return { app, port: typeof address === 'object' && address ? address.port : options.port };
@@ -51,6 +55,8 @@ export interface WebhookRegistration {
   skip: readonly string[];
   /** Related resources to label besides namespaces. */
   resources: readonly { group: string; resource: string }[];
+  /** URL of the sidecar injection route; omitted = no pod webhook. */
+  injectUrl?: string;
 }
 
 /** One MutatingWebhookConfiguration per registered cluster name, so agents of different clusters never collide. */
@@ -98,6 +104,7 @@ export function webhookConfiguration(options: WebhookRegistration): V1MutatingWe
             },
           ]
         : []),
+      ...(options.injectUrl ? [injectionWebhook({ url: options.injectUrl, caPem: options.caPem })] : []),
     ],
   };
 }

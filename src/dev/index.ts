@@ -18,3 +18,7 @@ export {
 } from './testbed.js';
 export { TOOL_NAMES, TOOL_SPECS, type ToolName } from './tool-specs.js';
 export { findTool, provisionTools, resolveTool, toolCacheDir, type ResolvedTool, type ToolOptions } from './tools.js';
+export { parseMetricsText, sumBy, type Sample } from './metrics-text.js';
+export { prometheusConfig, startPrometheus, type PrometheusHandle, type PrometheusOptions, type ScrapeTarget } from './prometheus.js';
+export { dashboardQueries, executableQuery, metricFamilies, type DashboardQuery } from './dashboard-queries.js';
+export { DEMO_NAMESPACE, DEMO_OPERATOR, startDemoMesh, type DemoMesh, type DemoMeshOptions, type DemoShard } from './demo-mesh.js';

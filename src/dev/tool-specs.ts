@@ -1,5 +1,5 @@
-/** The test servers and clients ControllerMesh builds from pinned Go modules. */
-export const TOOL_NAMES = ['etcd', 'nats-server', 'kube-apiserver', 'kubectl'] as const;
+/** The test servers and clients (and helm, which checks the charts) ControllerMesh builds from pinned Go modules. */
+export const TOOL_NAMES = ['etcd', 'nats-server', 'kube-apiserver', 'kubectl', 'helm'] as const;
 export type ToolName = (typeof TOOL_NAMES)[number];
 
 const KUBERNETES_VERSION = 'v1.33.13';
@@ -60,5 +60,13 @@ export const TOOL_SPECS: Record<ToolName, ToolSpec> = {
     inKubebuilderAssets: true,
     recipe: { kind: 'build', moduleDir: 'kube-apiserver', pkg: 'k8s.io/kubernetes/cmd/kubectl', ldflags: KUBERNETES_LDFLAGS },
     origin: 'k8s.io/kubernetes (tools/kube-apiserver)',
+  },
+  helm: {
+    name: 'helm',
+    version: 'v3.21.4',
+    envVar: 'CTRLMESH_HELM',
+    inKubebuilderAssets: false,
+    recipe: { kind: 'install', pkg: 'helm.sh/helm/v3/cmd/helm@v3.21.4', binaryName: 'helm', ldflags: '-s -w' },
+    origin: 'helm.sh/helm/v3',
   },
 };

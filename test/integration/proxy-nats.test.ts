@@ -32,7 +32,14 @@ describe('the proxy following its route table in NATS (a private NATS server, st
     nats = await startNats({ dir: join(dir, 'nats'), logger: silent });
     hub = await connectNats({ servers: nats.url, name: 'test-hub', logger: silent });
     const { routes } = await createBuckets({ js: hub.js, replicas: 1, leaseTtlMs: 10_000 });
-    publish = (table) => publishRouteTable(routes, table);
+    // After a restart of nats-server JetStream answers only once it has recovered its store: retry until then.
+    publish = async (table) => {
+      let revision = 0;
+      await settles(async () => {
+        revision = await publishRouteTable(routes, table);
+      }, 30_000);
+      return revision;
+    };
     subscribeAcks({ link: hub, logger: silent, onAck: (ack) => acks.push(ack) });
     await admin.createNamespace({ body: { metadata: { name: ns } } });
     await admin.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: 'cm', labels: { [HASH_LABEL]: String(bucket(ns)) } } } });

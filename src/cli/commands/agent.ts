@@ -48,6 +48,7 @@ export const agentCommand: Command = {
     'webhook-cert': { type: 'string', valueName: 'FILE', description: 'webhook serving certificate (PEM)' },
     'webhook-key': { type: 'string', valueName: 'FILE', description: 'its private key (PEM)' },
     'webhook-ca': { type: 'string', valueName: 'FILE', description: 'CA that signed it (becomes the caBundle)' },
+    'proxy-image': { type: 'string', valueName: 'IMAGE', description: 'inject the proxy sidecar (this image) into pods labelled ctrlmesh.kusionstack.io/enable-proxy=true' },
     'label-qps': { type: 'string', valueName: 'N', description: `label patches per second at most (default ${AGENT_DEFAULTS.labelQps})` },
   },
   run: async (ctx) => {
@@ -58,6 +59,8 @@ export const agentCommand: Command = {
     const listen = stringValue(ctx, 'listen');
     const advertised = stringValue(ctx, 'advertise-server');
     const webhook = webhookOptions(ctx);
+    const proxyImage = stringValue(ctx, 'proxy-image');
+    if (proxyImage && !webhook) throw new UsageError('--proxy-image needs the webhook (--webhook-listen)');
     const options: AgentOptions = {
       ...AGENT_DEFAULTS,
       cluster: requiredString(ctx, 'cluster'),
@@ -70,6 +73,7 @@ export const agentCommand: Command = {
       listen: listen ? parseListen('listen', listen) : AGENT_DEFAULTS.listen,
       ...(advertised ? { advertisedServer: advertised } : {}),
       ...(webhook ? { webhook } : {}),
+      ...(proxyImage ? { sidecar: { image: proxyImage } } : {}),
     };
     const agent = await startAgent(options, { logger: ctx.logger });
     ctx.stdout.write(`agent of cluster ${options.cluster} serving ${agent.url}\n`);

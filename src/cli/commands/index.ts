@@ -1,6 +1,7 @@
 import type { Command } from '../command.js';
 import { agentCommand } from './agent.js';
 import { crdsCommand } from './crds.js';
+import { demoCommand } from './demo.js';
 import { devCommand } from './dev.js';
 import { hashCommand } from './hash.js';
 import { hubCommand } from './hub.js';
@@ -24,4 +25,5 @@ export const commands: Command[] = [
   statusCommand,
   proxyCommand,
   kubeconfigCommand,
+  demoCommand,
 ];

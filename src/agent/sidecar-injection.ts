@@ -1,0 +1,221 @@
+import type { LabelSelector } from '../api/index.js';
+import { matches } from '../sharding/index.js';
+
+/** Pods carrying this label (value "true") get the proxy sidecar. */
+export const ENABLE_PROXY_LABEL = 'ctrlmesh.kusionstack.io/enable-proxy';
+/** Comma-separated names of the containers that are the operator (default: the pod's default container). */
+export const OPERATOR_CONTAINERS_ANNOTATION = 'ctrlmesh.kusionstack.io/operator-containers';
+/** Kubernetes' own hint for a pod's main container, honoured when the annotation above is absent. */
+const DEFAULT_CONTAINER_ANNOTATION = 'kubectl.kubernetes.io/default-container';
+/** Set on an injected pod: the ShardingConfig whose shard its proxy enforces. */
+export const INJECTED_ANNOTATION = 'ctrlmesh.kusionstack.io/sharding-config';
+
+export const PROXY_CONTAINER_NAME = 'ctrlmesh-proxy';
+export const KUBECONFIG_VOLUME = 'ctrlmesh-kubeconfig';
+export const KUBECONFIG_DIR = '/var/run/ctrlmesh';
+/** Written by the proxy container at start; the operator reads it. */
+export const KUBECONFIG_PATH = `${KUBECONFIG_DIR}/kubeconfig`;
+
+/** The parts of a container the mutation reads (a V1Container has more; they pass through untouched). */
+export interface PodContainer {
+  name: string;
+  command?: string[];
+  args?: string[];
+  env?: { name: string; value?: string }[];
+  volumeMounts?: { name: string; mountPath: string }[];
+}
+
+/** The parts of a pod the mutation reads. */
+export interface PodLike {
+  metadata?: { name?: string; generateName?: string; namespace?: string; labels?: Record<string, string>; annotations?: Record<string, string> };
+  spec?: { containers?: PodContainer[]; initContainers?: PodContainer[]; volumes?: { name: string }[] };
+}
+
+/** A ShardingConfig as far as selecting pods goes. */
+export interface SelectingConfig {
+  name: string;
+  namespace: string;
+  selector?: LabelSelector;
+}
+
+/** Who the injected proxy serves: handed to the caller's argument builder. */
+export interface ProxyTarget {
+  namespace: string;
+  shardingConfig: string;
+  /** The pod's name; empty when the API server has not named it yet (generateName). */
+  pod: string;
+}
+
+export interface SidecarOptions {
+  image: string;
+  /** Arguments of the proxy container (its image's entrypoint is `ctrlmesh`). */
+  args: (target: ProxyTarget) => string[];
+  /** Port of the proxy's /healthz and /readyz. */
+  opsPort: number;
+}
+
+export interface JsonPatchOperation {
+  op: 'add' | 'replace';
+  path: string;
+  value: unknown;
+}
+
+export type InjectionDecision =
+  | { kind: 'untouched'; reason: string }
+  | { kind: 'patch'; shardingConfig: string; patch: JsonPatchOperation[] }
+  | { kind: 'deny'; message: string };
+
+/** RFC 6901: `~` and `/` inside a key are escaped in a JSON pointer. */
+function pointerToken(key: string): string {
+  return key.replaceAll('~', '~0').replaceAll('/', '~1');
+}
+
+function podName(pod: PodLike): string {
+  return pod.metadata?.name || (pod.metadata?.generateName ? `${pod.metadata.generateName}*` : '(unnamed)');
+}
+
+/** The ShardingConfigs of the pod's namespace whose spec.selector matches its labels (a missing selector matches none). */
+function selectingConfigs(pod: PodLike, namespace: string, configs: readonly SelectingConfig[]): SelectingConfig[] {
+  const labels = pod.metadata?.labels ?? {};
+  return configs.filter((c) => c.namespace === namespace && c.selector !== undefined && matches(c.selector, labels));
+}
+
+function operatorContainerNames(pod: PodLike): Set<string> {
+  const annotations = pod.metadata?.annotations ?? {};
+  const listed = annotations[OPERATOR_CONTAINERS_ANNOTATION];
+  if (listed) return new Set(listed.split(',').map((n) => n.trim()).filter(Boolean));
+  const first = annotations[DEFAULT_CONTAINER_ANNOTATION] ?? pod.spec?.containers?.[0]?.name;
+  return new Set(first ? [first] : []);
+}
+
+function proxyContainer(target: ProxyTarget, options: SidecarOptions): Record<string, unknown> {
+  return {
+    name: PROXY_CONTAINER_NAME,
+    image: options.image,
+    args: options.args(target),
+    // A native sidecar (an init container that keeps running): it starts, and writes the kubeconfig, before the
+    // operator's containers, and stops after them.
+    restartPolicy: 'Always',
+    env: [
+      { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
+      { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
+    ],
+    volumeMounts: [{ name: KUBECONFIG_VOLUME, mountPath: KUBECONFIG_DIR }],
+    startupProbe: { httpGet: { path: '/readyz', port: options.opsPort }, periodSeconds: 1, failureThreshold: 600 },
+    livenessProbe: { httpGet: { path: '/healthz', port: options.opsPort } },
+    securityContext: { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } },
+  };
+}
+
+/** Every `--kubeconfig` flag pointed at the generated file (the last one wins in Go's flag parsing); one appended if none. */
+function withKubeconfigArg(args: readonly string[]): string[] {
+  const out = [...args];
+  let found = false;
+  for (let i = 0; i < out.length; i += 1) {
+    if (out[i] === '--kubeconfig' && i + 1 < out.length) {
+      out[i + 1] = KUBECONFIG_PATH;
+      i += 1;
+      found = true;
+    } else if (out[i] === '--kubeconfig' || out[i]?.startsWith('--kubeconfig=')) {
+      out[i] = `--kubeconfig=${KUBECONFIG_PATH}`;
+      found = true;
+    }
+  }
+  return found ? out : [...out, `--kubeconfig=${KUBECONFIG_PATH}`];
+}
+
+/** Patch operations pointing one operator container at the proxy; none when it already is. */
+function operatorContainerPatch(container: PodContainer, index: number): JsonPatchOperation[] {
+  const base = `/spec/containers/${index}`;
+  const ops: JsonPatchOperation[] = [];
+  const env = container.env ?? [];
+  const entry = { name: 'KUBECONFIG', value: KUBECONFIG_PATH };
+  if (!env.some((e) => e.name === 'KUBECONFIG')) {
+    ops.push(container.env ? { op: 'add', path: `${base}/env/-`, value: entry } : { op: 'add', path: `${base}/env`, value: [entry] });
+  }
+  // Every entry, not only the first: with duplicates the last one wins.
+  env.forEach((e, i) => {
+    if (e.name === 'KUBECONFIG' && e.value !== KUBECONFIG_PATH) ops.push({ op: 'replace', path: `${base}/env/${i}`, value: entry });
+  });
+  const mounts = container.volumeMounts ?? [];
+  if (!mounts.some((m) => m.name === KUBECONFIG_VOLUME)) {
+    const mount = { name: KUBECONFIG_VOLUME, mountPath: KUBECONFIG_DIR, readOnly: true };
+    ops.push(container.volumeMounts ? { op: 'add', path: `${base}/volumeMounts/-`, value: mount } : { op: 'add', path: `${base}/volumeMounts`, value: [mount] });
+  }
+  // Arguments are only touched when the pod spells out the command line: adding `args` to a container that has
+  // neither would replace its image's CMD. Such a container still gets KUBECONFIG, which client libraries read.
+  if (container.command || container.args) {
+    const args = container.args ?? [];
+    const next = withKubeconfigArg(args);
+    if (next.join('\u0000') !== args.join('\u0000')) ops.push({ op: container.args ? 'replace' : 'add', path: `${base}/args`, value: next });
+  }
+  return ops;
+}
+
+/**
+ * Decides what admission does with a pod (pure): a pod labelled enable-proxy=true that exactly one ShardingConfig
+ * of its namespace selects gets the proxy as a native sidecar, an emptyDir where the proxy writes the operator's
+ * kubeconfig, and, in the operator's containers only, that kubeconfig through KUBECONFIG and `--kubeconfig`.
+ * A labelled pod selected by none or by several is denied, naming them. Re-invocation adds nothing twice.
+ */
+export function injectSidecar(pod: PodLike, namespace: string, configs: readonly SelectingConfig[], options: SidecarOptions): InjectionDecision {
+  const labels = pod.metadata?.labels ?? {};
+  if (labels[ENABLE_PROXY_LABEL] !== 'true') return { kind: 'untouched', reason: `not labelled ${ENABLE_PROXY_LABEL}=true` };
+  const name = podName(pod);
+  const selecting = selectingConfigs(pod, namespace, configs);
+  if (selecting.length === 0) {
+    return {
+      kind: 'deny',
+      message:
+        `pod ${namespace}/${name} is labelled ${ENABLE_PROXY_LABEL}=true but no ShardingConfig in namespace ${namespace} selects it: ` +
+        `create one whose spec.selector matches the pod's labels, or remove the label`,
+    };
+  }
+  if (selecting.length > 1) {
+    const names = selecting.map((c) => c.name).sort();
+    return {
+      kind: 'deny',
+      message:
+        `pod ${namespace}/${name} is selected by ${names.length} ShardingConfigs in namespace ${namespace} (${names.join(', ')}); ` +
+        `exactly one must select it: narrow their spec.selector`,
+    };
+  }
+  const config = selecting[0] as SelectingConfig;
+  const spec = pod.spec ?? {};
+  const containers = spec.containers ?? [];
+  const operators = operatorContainerNames(pod);
+  const unknown = [...operators].filter((n) => !containers.some((c) => c.name === n));
+  if (unknown.length > 0) {
+    return {
+      kind: 'deny',
+      message:
+        `pod ${namespace}/${name}: annotation ${OPERATOR_CONTAINERS_ANNOTATION} names container(s) ${unknown.join(', ')} ` +
+        `that the pod does not have (it has ${containers.map((c) => c.name).join(', ') || 'none'})`,
+    };
+  }
+
+  const patch: JsonPatchOperation[] = [];
+  const initContainers = spec.initContainers ?? [];
+  if (!initContainers.some((c) => c.name === PROXY_CONTAINER_NAME)) {
+    const sidecar = proxyContainer({ namespace, shardingConfig: config.name, pod: pod.metadata?.name ?? '' }, options);
+    // First among the init containers, so an init container of the operator can already reach the API through it.
+    patch.push(spec.initContainers ? { op: 'add', path: '/spec/initContainers/0', value: sidecar } : { op: 'add', path: '/spec/initContainers', value: [sidecar] });
+  }
+  if (!(spec.volumes ?? []).some((v) => v.name === KUBECONFIG_VOLUME)) {
+    const volume = { name: KUBECONFIG_VOLUME, emptyDir: {} };
+    patch.push(spec.volumes ? { op: 'add', path: '/spec/volumes/-', value: volume } : { op: 'add', path: '/spec/volumes', value: [volume] });
+  }
+  containers.forEach((c, i) => {
+    if (operators.has(c.name)) patch.push(...operatorContainerPatch(c, i));
+  });
+  const annotations = pod.metadata?.annotations;
+  if (annotations?.[INJECTED_ANNOTATION] !== config.name) {
+    patch.push(
+      annotations
+        ? { op: 'add', path: `/metadata/annotations/${pointerToken(INJECTED_ANNOTATION)}`, value: config.name }
+        : { op: 'add', path: '/metadata/annotations', value: { [INJECTED_ANNOTATION]: config.name } },
+    );
+  }
+  if (patch.length === 0) return { kind: 'untouched', reason: 'already injected' };
+  return { kind: 'patch', shardingConfig: config.name, patch };
+}

@@ -1,0 +1,163 @@
+import { CustomObjectsApi, type KubeConfig, type V1MutatingWebhook } from '@kubernetes/client-node';
+import type { FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
+import { API_GROUP, API_VERSION, validateManifest, type LabelSelector } from '../api/index.js';
+import { expandRoot, type HashSettings } from '../sharding/index.js';
+import { ENABLE_PROXY_LABEL, KUBECONFIG_DIR, injectSidecar, type PodLike, type SelectingConfig, type SidecarOptions } from './sidecar-injection.js';
+
+/** Where the agent's webhook server answers pod admission for sidecar injection. */
+export const INJECT_PATH = '/inject-proxy';
+
+/** The proxy the agent injects: its image, and what it needs to follow its shard's route table. */
+export interface InjectedProxy {
+  image: string;
+  /** The hub's NATS, as the agent reaches it. */
+  nats: readonly string[];
+  /** This cluster's name in the registry: shards are named `<cluster>/<config>`. */
+  cluster: string;
+  /** The agent's hash settings, to expand an auto-sharding root into its children. */
+  settings: HashSettings;
+}
+
+export interface SidecarInjector {
+  /** The agent's admin kubeconfig: ShardingConfigs are read from the API server at each admission, never stale. */
+  kc: KubeConfig;
+  proxy: InjectedProxy;
+  logger: Logger;
+}
+
+interface PodAdmissionRequest {
+  uid: string;
+  namespace?: string;
+  object?: PodLike;
+}
+
+/** The part of an admission.k8s.io/v1 AdmissionResponse injection produces. */
+export interface InjectionResponse {
+  uid: string;
+  allowed: boolean;
+  patchType?: 'JSONPatch';
+  patch?: string;
+  status?: { code: number; message: string };
+}
+
+interface ListedConfig extends SelectingConfig {
+  /** The child of an auto-sharding root this pod runs (by its StatefulSet ordinal); undefined for other configs. */
+  child?: string;
+  root: boolean;
+}
+
+/** `name-3` of StatefulSet `name` is ordinal 3; other names have none. */
+function ordinal(pod: string, statefulSet: string): number | undefined {
+  const match = pod.startsWith(`${statefulSet}-`) ? /^\d+$/.exec(pod.slice(statefulSet.length + 1)) : null;
+  return match ? Number(match[0]) : undefined;
+}
+
+async function listConfigs(kc: KubeConfig, namespace: string, pod: string, settings: HashSettings): Promise<ListedConfig[]> {
+  const list = (await kc.makeApiClient(CustomObjectsApi).listNamespacedCustomObject({
+    group: API_GROUP,
+    version: API_VERSION.slice(API_GROUP.length + 1),
+    namespace,
+    plural: 'shardingconfigs',
+  })) as { items?: { metadata?: { name?: string }; spec?: { selector?: LabelSelector; root?: unknown } }[] };
+  return (list.items ?? []).map((item) => {
+    const config: ListedConfig = {
+      name: item.metadata?.name ?? '',
+      namespace,
+      root: item.spec?.root !== undefined,
+      ...(item.spec?.selector ? { selector: item.spec.selector } : {}),
+    };
+    const result = config.root ? validateManifest(item, { bucketCount: settings.bucketCount }) : undefined;
+    if (result?.ok && result.model.kind === 'ShardingConfig' && result.model.root) {
+      const at = ordinal(pod, result.model.root.targetStatefulSet);
+      const child = at === undefined ? undefined : expandRoot(result.model, settings).find((c) => c.podOrdinals.includes(at));
+      if (child) config.child = child.config.name;
+    }
+    return config;
+  });
+}
+
+/** `ctrlmesh proxy` following `<cluster>/<shard>` of operator `<namespace>/<config>` in the hub's NATS KV. */
+function sidecarOptions(proxy: InjectedProxy, configs: readonly ListedConfig[]): SidecarOptions {
+  return {
+    image: proxy.image,
+    opsPort: PROXY_OPS_PORT,
+    args: (target) => {
+      const config = configs.find((c) => c.name === target.shardingConfig);
+      return [
+        'proxy',
+        ...proxy.nats.map((url) => `--nats=${url}`),
+        `--operator=${target.namespace}/${target.shardingConfig}`,
+        `--shard=${proxy.cluster}/${config?.child ?? target.shardingConfig}`,
+        `--listen=127.0.0.1:${PROXY_API_PORT}`,
+        `--ops-listen=0.0.0.0:${PROXY_OPS_PORT}`,
+        `--store=${KUBECONFIG_DIR}/route-table.json`,
+        `--credentials=${PROXY_CREDENTIALS_DIR}/kubeconfig`,
+      ];
+    },
+  };
+}
+
+/** Answers one pod admission request: the sidecar patch, a denial naming the ShardingConfigs, or nothing. */
+export async function admitPod(request: PodAdmissionRequest, injector: SidecarInjector): Promise<InjectionResponse> {
+  const pod = request.object ?? {};
+  const namespace = request.namespace ?? pod.metadata?.namespace ?? 'default';
+  const refuse = (message: string): InjectionResponse => ({ uid: request.uid, allowed: false, status: { code: 403, message } });
+  if (pod.metadata?.labels?.[ENABLE_PROXY_LABEL] !== 'true') return { uid: request.uid, allowed: true };
+  let configs: ListedConfig[];
+  try {
+    configs = await listConfigs(injector.kc, namespace, pod.metadata?.name ?? '', injector.proxy.settings);
+  } catch (err) {
+    injector.logger.error({ err, namespace }, 'cannot list ShardingConfigs for sidecar injection');
+    return refuse(`ctrlmesh agent cannot read the ShardingConfigs of namespace ${namespace} to inject the proxy: ${(err as Error).message}; retry`);
+  }
+  const decision = injectSidecar(pod, namespace, configs, sidecarOptions(injector.proxy, configs));
+  if (decision.kind === 'deny') {
+    injector.logger.info({ namespace, pod: pod.metadata?.name ?? pod.metadata?.generateName, reason: decision.message }, 'pod refused');
+    return refuse(decision.message);
+  }
+  if (decision.kind === 'untouched') return { uid: request.uid, allowed: true };
+  const selected = configs.find((c) => c.name === decision.shardingConfig);
+  if (selected?.root && selected.child === undefined) {
+    return refuse(
+      `pod ${namespace}/${pod.metadata?.name ?? pod.metadata?.generateName ?? ''} is selected by the auto-sharding root ${decision.shardingConfig}, ` +
+        'which assigns shards to the pods of its targetStatefulSet by ordinal, and this pod is none of them',
+    );
+  }
+  injector.logger.info({ namespace, pod: pod.metadata?.name ?? pod.metadata?.generateName, shardingConfig: decision.shardingConfig }, 'proxy sidecar injected');
+  return { uid: request.uid, allowed: true, patchType: 'JSONPatch', patch: Buffer.from(JSON.stringify(decision.patch)).toString('base64') };
+}
+
+/** Adds the injection route to the agent's (TLS) webhook server. */
+export function registerInjectionRoute(app: FastifyInstance, injector: SidecarInjector): void {
+  app.post(INJECT_PATH, async (req) => {
+    const review = req.body as { request?: PodAdmissionRequest };
+    if (!review.request?.uid) return { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview' };
+    return { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response: await admitPod(review.request, injector) };
+  });
+}
+
+/**
+ * The webhook entry for pods: only labelled pods are sent (objectSelector, in every namespace), and failurePolicy
+ * Fail, so a labelled pod is never created without its proxy; reinvoked when a later webhook changes the pod (injection is idempotent).
+ */
+export function injectionWebhook(options: { url: string; caPem: string }): V1MutatingWebhook {
+  return {
+    name: 'pods.ctrlmesh.kusionstack.io',
+    clientConfig: { url: options.url, caBundle: Buffer.from(options.caPem).toString('base64') },
+    rules: [{ apiGroups: [''], apiVersions: ['v1'], operations: ['CREATE'], resources: ['pods'], scope: 'Namespaced' }],
+    objectSelector: { matchLabels: { [ENABLE_PROXY_LABEL]: 'true' } },
+    failurePolicy: 'Fail',
+    reinvocationPolicy: 'IfNeeded',
+    sideEffects: 'None',
+    admissionReviewVersions: ['v1'],
+    timeoutSeconds: 10,
+  };
+}
+
+/** The proxy's API port inside the pod: the generated kubeconfig points the operator at 127.0.0.1 on it. */
+export const PROXY_API_PORT = 5443;
+/** The proxy's /healthz, /readyz and /metrics port (Prometheus scrapes the pod here). */
+export const PROXY_OPS_PORT = 5441;
+/** Where the proxy finds its credentials for each cluster: a Secret the operator's namespace provides. */
+export const PROXY_CREDENTIALS_DIR = '/etc/ctrlmesh/credentials';

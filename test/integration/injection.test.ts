@@ -1,0 +1,129 @@
+import { AdmissionregistrationV1Api, ApiException, CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ENABLE_PROXY_LABEL, type AgentHandle } from '../../src/agent/index.js';
+import type { HubHandle } from '../../src/hub/index.js';
+import { apply, ensureNamespace, eventually, privateNats, runAgent, runHub } from './control-fixture.js';
+import { cluster, kubeConfigFor, uniqueName } from './helpers/testbed.js';
+
+const IMAGE = 'controllermesh:injection-test';
+const KUBECONFIG = '/var/run/ctrlmesh/kubeconfig';
+
+describe('sidecar injection by the agent webhook, in a real API server', () => {
+  const registryName = uniqueName('inject');
+  const namespace = uniqueName('operators');
+  let kc: KubeConfig;
+  let core: CoreV1Api;
+  let nats: Awaited<ReturnType<typeof privateNats>>;
+  let hub: HubHandle;
+  let agent: AgentHandle;
+
+  const shardingConfig = (name: string, selector: Record<string, string>) => ({
+    apiVersion: 'ctrlmesh.kusionstack.io/v1alpha1',
+    kind: 'ShardingConfig',
+    metadata: { name, namespace },
+    spec: {
+      selector: { matchLabels: selector },
+      controller: { leaderElectionName: 'demo-leader' },
+      limits: [{ relateResources: [{ apiGroups: [''], resources: ['configmaps'] }], selector: { matchLabels: { app: 'demo' } } }],
+    },
+  });
+
+  const pod = (name: string, labels: Record<string, string>): V1Pod => ({
+    metadata: { name, namespace, labels },
+    spec: {
+      containers: [
+        { name: 'manager', image: 'operator:1', command: ['/manager'], args: ['--leader-elect'] },
+        { name: 'log-shipper', image: 'shipper:1', env: [{ name: 'LEVEL', value: 'info' }] },
+      ],
+    },
+  });
+
+  beforeAll(async () => {
+    kc = kubeConfigFor(cluster(0));
+    core = kc.makeApiClient(CoreV1Api);
+    nats = await privateNats();
+    hub = await runHub(nats.nats.url, uniqueName('hub'));
+    agent = await runAgent({ registryName, bed: cluster(0), nats: nats.nats.url, sidecar: { image: IMAGE } });
+    await ensureNamespace(kc, namespace);
+    await apply(kc, shardingConfig('demo', { app: 'demo' }));
+    // The agent registers its MutatingWebhookConfiguration once its informers run.
+    const admission = kc.makeApiClient(AdmissionregistrationV1Api);
+    await eventually(async () => {
+      const config = await admission.readMutatingWebhookConfiguration({ name: `ctrlmesh-agent-${registryName}` });
+      expect(config.webhooks?.map((w) => w.name)).toContain('pods.ctrlmesh.kusionstack.io');
+    });
+  });
+
+  afterAll(async () => {
+    await agent?.stop();
+    await hub?.stop();
+    await nats?.cleanup();
+    // failurePolicy Fail: a configuration left behind would refuse every later labelled pod of the shared bed.
+    await kc
+      .makeApiClient(AdmissionregistrationV1Api)
+      .deleteMutatingWebhookConfiguration({ name: `ctrlmesh-agent-${registryName}` })
+      .catch(() => undefined);
+    await core.deleteNamespace({ name: namespace }).catch(() => undefined);
+  });
+
+  it('gives a labelled operator pod the proxy sidecar and the kubeconfig, in the operator container only', async () => {
+    const created = await core.createNamespacedPod({ namespace, body: pod('demo-0', { app: 'demo', [ENABLE_PROXY_LABEL]: 'true' }) });
+    const [sidecar, ...otherInit] = created.spec?.initContainers ?? [];
+    expect(otherInit).toEqual([]);
+    expect(sidecar).toMatchObject({ name: 'ctrlmesh-proxy', image: IMAGE, restartPolicy: 'Always' });
+    // The proxy follows the shard `<cluster>/<config>` of operator `<namespace>/<config>` through the hub's NATS.
+    expect(sidecar?.args?.slice(0, 4)).toEqual(['proxy', `--nats=${nats.nats.url}`, `--operator=${namespace}/demo`, `--shard=${registryName}/demo`]);
+    expect(sidecar?.volumeMounts).toEqual([{ name: 'ctrlmesh-kubeconfig', mountPath: '/var/run/ctrlmesh' }]);
+    expect(created.spec?.volumes?.find((v) => v.name === 'ctrlmesh-kubeconfig')?.emptyDir).toEqual({});
+    const [manager, shipper] = created.spec?.containers ?? [];
+    expect(manager?.args).toEqual(['--leader-elect', `--kubeconfig=${KUBECONFIG}`]);
+    expect(manager?.env).toEqual([{ name: 'KUBECONFIG', value: KUBECONFIG }]);
+    expect(manager?.volumeMounts).toContainEqual({ name: 'ctrlmesh-kubeconfig', mountPath: '/var/run/ctrlmesh', readOnly: true });
+    expect(shipper?.env).toEqual([{ name: 'LEVEL', value: 'info' }]);
+    expect(shipper?.volumeMounts?.some((m) => m.name === 'ctrlmesh-kubeconfig') ?? false).toBe(false);
+    expect(created.metadata?.annotations?.['ctrlmesh.kusionstack.io/sharding-config']).toBe('demo');
+  });
+
+  it('leaves an unlabelled pod untouched', async () => {
+    const created = await core.createNamespacedPod({ namespace, body: pod('plain-0', { app: 'demo' }) });
+    expect(created.spec?.initContainers).toBeUndefined();
+    expect(created.spec?.containers?.[0]?.args).toEqual(['--leader-elect']);
+    expect(created.spec?.containers?.[0]?.env).toBeUndefined();
+    expect(created.metadata?.annotations?.['ctrlmesh.kusionstack.io/sharding-config']).toBeUndefined();
+  });
+
+  it('gives a pod of an auto-sharding root the shard its StatefulSet ordinal runs, and refuses any other pod', async () => {
+    await apply(kc, {
+      apiVersion: 'ctrlmesh.kusionstack.io/v1alpha1',
+      kind: 'ShardingConfig',
+      metadata: { name: 'sample-root', namespace },
+      spec: {
+        root: { prefix: 'sample', targetStatefulSet: 'sample', auto: { shardingSize: 2, everyShardReplicas: 1 }, resourceSelector: [{ apiGroups: [''], resources: ['configmaps'] }] },
+        controller: { leaderElectionName: 'sample-leader' },
+        selector: { matchLabels: { app: 'sample' } },
+      },
+    });
+    const labels = { app: 'sample', [ENABLE_PROXY_LABEL]: 'true' };
+    const created = await core.createNamespacedPod({ namespace, body: pod('sample-1', labels) });
+    expect(created.spec?.initContainers?.[0]?.args?.slice(2, 4)).toEqual([`--operator=${namespace}/sample-root`, `--shard=${registryName}/sample-2-normal`]);
+    const refusal = await core.createNamespacedPod({ namespace, body: pod('stray', labels) }).then(
+      () => undefined,
+      (err: unknown) => err as ApiException<string>,
+    );
+    expect(String(refusal?.body)).toContain(`is selected by the auto-sharding root sample-root`);
+  });
+
+  it('refuses a labelled pod that two ShardingConfigs select, naming them', async () => {
+    await apply(kc, shardingConfig('demo-too', { [ENABLE_PROXY_LABEL]: 'true' }));
+    const refusal = await core.createNamespacedPod({ namespace, body: pod('demo-1', { app: 'demo', [ENABLE_PROXY_LABEL]: 'true' }) }).then(
+      () => undefined,
+      (err: unknown) => err,
+    );
+    expect(refusal).toBeInstanceOf(ApiException);
+    const body = JSON.parse(String((refusal as ApiException<string>).body)) as { code: number; message: string };
+    expect(body.code).toBe(403);
+    expect(body.message).toContain(
+      `pod ${namespace}/demo-1 is selected by 2 ShardingConfigs in namespace ${namespace} (demo, demo-too); exactly one must select it`,
+    );
+  });
+});

@@ -1,0 +1,173 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import {
+  ENABLE_PROXY_LABEL,
+  INJECTED_ANNOTATION,
+  KUBECONFIG_PATH,
+  KUBECONFIG_VOLUME,
+  OPERATOR_CONTAINERS_ANNOTATION,
+  PROXY_CONTAINER_NAME,
+  injectSidecar,
+  type JsonPatchOperation,
+  type PodContainer,
+  type PodLike,
+  type SelectingConfig,
+  type SidecarOptions,
+} from '../../../src/agent/sidecar-injection.js';
+
+const options: SidecarOptions = {
+  image: 'controllermesh:test',
+  args: (t) => ['proxy', `--sharding-config=${t.namespace}/${t.shardingConfig}`],
+  opsPort: 5441,
+};
+const ns = 'operators';
+const demo: SelectingConfig = { name: 'demo', namespace: ns, selector: { matchLabels: { app: 'demo' } } };
+
+/** RFC 6902 add/replace on plain JSON, enough to see what the API server would make of a patch. */
+function applyPatch<T>(doc: T, patch: readonly JsonPatchOperation[]): T {
+  const out = structuredClone(doc) as unknown as Record<string, unknown>;
+  for (const op of patch) {
+    const tokens = op.path.split('/').slice(1).map((t) => t.replaceAll('~1', '/').replaceAll('~0', '~'));
+    const last = tokens.pop() as string;
+    let parent: unknown = out;
+    for (const t of tokens) {
+      parent = (parent as Record<string, unknown>)[t];
+      if (parent === undefined) throw new Error(`${op.path}: ${t} does not exist`);
+    }
+    const value = structuredClone(op.value);
+    if (Array.isArray(parent)) {
+      if (last === '-') parent.push(value);
+      else if (op.op === 'add') parent.splice(Number(last), 0, value);
+      else parent[Number(last)] = value;
+    } else {
+      const record = parent as Record<string, unknown>;
+      if (op.op === 'replace' && !(last in record)) throw new Error(`${op.path}: nothing to replace`);
+      record[last] = value;
+    }
+  }
+  return out as unknown as T;
+}
+
+function pod(containers: PodContainer[], extra: { labels?: Record<string, string>; annotations?: Record<string, string> } = {}): PodLike {
+  return {
+    metadata: {
+      name: 'demo-0',
+      namespace: ns,
+      labels: { app: 'demo', [ENABLE_PROXY_LABEL]: 'true', ...extra.labels },
+      ...(extra.annotations ? { annotations: extra.annotations } : {}),
+    },
+    spec: { containers },
+  };
+}
+
+function injected(p: PodLike, configs: readonly SelectingConfig[] = [demo]): PodLike {
+  const decision = injectSidecar(p, ns, configs, options);
+  if (decision.kind !== 'patch') throw new Error(`expected a patch, got ${JSON.stringify(decision)}`);
+  return applyPatch(p, decision.patch);
+}
+
+describe('injectSidecar', () => {
+  it('leaves a pod without the label untouched', () => {
+    const p = pod([{ name: 'manager' }], { labels: { [ENABLE_PROXY_LABEL]: 'false' } });
+    expect(injectSidecar(p, ns, [demo], options)).toEqual({ kind: 'untouched', reason: `not labelled ${ENABLE_PROXY_LABEL}=true` });
+  });
+
+  it('adds the proxy as a native sidecar, the kubeconfig volume, and points the operator container at it', () => {
+    const p = injected(pod([{ name: 'manager', command: ['/manager'], args: ['--leader-elect'] }, { name: 'istio-proxy', args: ['x'] }]));
+    const [sidecar] = p.spec?.initContainers ?? [];
+    expect(sidecar).toMatchObject({ name: PROXY_CONTAINER_NAME, image: 'controllermesh:test', restartPolicy: 'Always' });
+    expect(sidecar?.args).toEqual(['proxy', '--sharding-config=operators/demo']);
+    expect(sidecar?.volumeMounts).toEqual([{ name: KUBECONFIG_VOLUME, mountPath: '/var/run/ctrlmesh' }]);
+    expect(p.spec?.volumes).toEqual([{ name: KUBECONFIG_VOLUME, emptyDir: {} }]);
+    const [manager, other] = p.spec?.containers ?? [];
+    expect(manager?.args).toEqual(['--leader-elect', `--kubeconfig=${KUBECONFIG_PATH}`]);
+    expect(manager?.env).toEqual([{ name: 'KUBECONFIG', value: KUBECONFIG_PATH }]);
+    expect(manager?.volumeMounts).toEqual([{ name: KUBECONFIG_VOLUME, mountPath: '/var/run/ctrlmesh', readOnly: true }]);
+    expect(other).toEqual({ name: 'istio-proxy', args: ['x'] });
+    expect(p.metadata?.annotations).toEqual({ [INJECTED_ANNOTATION]: 'demo' });
+  });
+
+  it('replaces an existing --kubeconfig value in either form, and an existing KUBECONFIG', () => {
+    const spaced = injected(pod([{ name: 'm', args: ['--kubeconfig', '/etc/k', '-v=2'], env: [{ name: 'KUBECONFIG', value: '/etc/k' }] }]));
+    expect(spaced.spec?.containers?.[0]?.args).toEqual(['--kubeconfig', KUBECONFIG_PATH, '-v=2']);
+    expect(spaced.spec?.containers?.[0]?.env).toEqual([{ name: 'KUBECONFIG', value: KUBECONFIG_PATH }]);
+    const joined = injected(pod([{ name: 'm', args: ['--kubeconfig=/etc/k'] }]));
+    expect(joined.spec?.containers?.[0]?.args).toEqual([`--kubeconfig=${KUBECONFIG_PATH}`]);
+  });
+
+  it('does not add args to a container that relies on its image command (they would replace its CMD)', () => {
+    const p = injected(pod([{ name: 'manager' }]));
+    expect(p.spec?.containers?.[0]?.args).toBeUndefined();
+    expect(p.spec?.containers?.[0]?.env).toEqual([{ name: 'KUBECONFIG', value: KUBECONFIG_PATH }]);
+  });
+
+  it('chooses the operator containers by annotation, then by kubectl default-container, then the first', () => {
+    const listed = injected(pod([{ name: 'a', args: [] }, { name: 'b', args: [] }, { name: 'c', args: [] }], { annotations: { [OPERATOR_CONTAINERS_ANNOTATION]: 'a, c' } }));
+    expect(listed.spec?.containers?.map((c) => c.args)).toEqual([[`--kubeconfig=${KUBECONFIG_PATH}`], [], [`--kubeconfig=${KUBECONFIG_PATH}`]]);
+    const hinted = injected(pod([{ name: 'a', args: [] }, { name: 'b', args: [] }], { annotations: { 'kubectl.kubernetes.io/default-container': 'b' } }));
+    expect(hinted.spec?.containers?.map((c) => c.args)).toEqual([[], [`--kubeconfig=${KUBECONFIG_PATH}`]]);
+  });
+
+  it('refuses a pod that no ShardingConfig of its namespace selects, saying so', () => {
+    const elsewhere = { ...demo, namespace: 'other' };
+    const decision = injectSidecar(pod([{ name: 'm' }]), ns, [elsewhere, { name: 'x', namespace: ns, selector: { matchLabels: { app: 'x' } } }], options);
+    expect(decision).toEqual({
+      kind: 'deny',
+      message: expect.stringMatching(/^pod operators\/demo-0 is labelled ctrlmesh\.kusionstack\.io\/enable-proxy=true but no ShardingConfig in namespace operators selects it/),
+    });
+  });
+
+  it('refuses a pod that several ShardingConfigs select, naming them', () => {
+    const second: SelectingConfig = { name: 'demo-too', namespace: ns, selector: { matchExpressions: [{ key: 'app', operator: 'Exists' }] } };
+    const decision = injectSidecar(pod([{ name: 'm' }]), ns, [second, demo], options);
+    expect(decision).toEqual({
+      kind: 'deny',
+      message: 'pod operators/demo-0 is selected by 2 ShardingConfigs in namespace operators (demo, demo-too); exactly one must select it: narrow their spec.selector',
+    });
+  });
+
+  it('refuses an annotation naming a container the pod does not have', () => {
+    const decision = injectSidecar(pod([{ name: 'm' }], { annotations: { [OPERATOR_CONTAINERS_ANNOTATION]: 'manager' } }), ns, [demo], options);
+    expect(decision.kind).toBe('deny');
+    expect(decision.kind === 'deny' && decision.message).toContain('names container(s) manager that the pod does not have (it has m)');
+  });
+
+  const containerArb = fc.record(
+    {
+      name: fc.constantFrom('manager', 'sidecar', 'logger', 'helper'),
+      command: fc.array(fc.constantFrom('/bin/op', 'run'), { maxLength: 2 }),
+      args: fc.array(fc.constantFrom('--kubeconfig', '--kubeconfig=/x', '/y', '-v=1', '--leader-elect'), { maxLength: 4 }),
+      env: fc.array(fc.record({ name: fc.constantFrom('A', 'KUBECONFIG', 'B'), value: fc.constantFrom('1', '/k') }), { maxLength: 3 }),
+      volumeMounts: fc.array(fc.record({ name: fc.constantFrom('data', 'certs'), mountPath: fc.constantFrom('/data', '/certs') }), { maxLength: 2 }),
+    },
+    { requiredKeys: ['name'] },
+  );
+  const podArb = fc
+    .record({
+      containers: fc.uniqueArray(containerArb, { minLength: 1, maxLength: 4, selector: (c) => c.name }),
+      initContainers: fc.option(fc.constant<PodContainer[]>([{ name: 'init-db' }]), { nil: undefined }),
+      volumes: fc.option(fc.constant<{ name: string }[]>([{ name: 'data' }]), { nil: undefined }),
+      annotations: fc.option(fc.constant({ team: 'a' }), { nil: undefined }),
+    })
+    .map(({ containers, initContainers, volumes, annotations }): PodLike => ({
+      metadata: { name: 'p-0', labels: { app: 'demo', [ENABLE_PROXY_LABEL]: 'true' }, ...(annotations ? { annotations } : {}) },
+      spec: { containers, ...(initContainers ? { initContainers } : {}), ...(volumes ? { volumes } : {}) },
+    }));
+
+  it('is idempotent and leaves every container but the operator one as it was (property)', () => {
+    fc.assert(
+      fc.property(podArb, (p) => {
+        const once = injected(p);
+        expect(injectSidecar(once, ns, [demo], options)).toEqual({ kind: 'untouched', reason: 'already injected' });
+        const operator = p.spec?.containers?.[0]?.name;
+        p.spec?.containers?.forEach((c, i) => {
+          const after = once.spec?.containers?.[i];
+          if (c.name !== operator) expect(after).toEqual(c);
+          else expect(after?.env?.filter((e) => e.name === 'KUBECONFIG').every((e) => e.value === KUBECONFIG_PATH)).toBe(true);
+        });
+        expect(once.spec?.initContainers?.filter((c) => c.name === PROXY_CONTAINER_NAME)).toHaveLength(1);
+        expect(once.spec?.volumes?.filter((v) => v.name === KUBECONFIG_VOLUME)).toHaveLength(1);
+      }),
+    );
+  });
+});
