@@ -159,10 +159,23 @@ describe('adding a shard live: units move with never two shards reconciling an o
     await reconciledByOwners(before, 0);
     const versionsBefore = shards.map((s) => s.proxy.proxy.controller.current?.table.version ?? 0);
 
+    // The third shard's proxy and operator run before the hub knows the shard, so its operator is live through the
+    // handover and sees the moved objects only when its proxy applies the grant.
+    const third = await startE2eShard({
+      nats: nats.nats.url,
+      operator,
+      shard: shardName(3),
+      clusters: clusterNames,
+      selector: `app=${app}`,
+      dir: join(dir, 'shard-3'),
+      records,
+      layout: shards[0]?.proxy.proxy.controller.current?.table,
+    });
+    shards.push(third);
+    await eventually(() => expect(third.starts).toBe(1));
     const addedAt = Date.now();
     await apply(home, root(3));
     const after = await settled(3);
-    shards.push(await startE2eShard({ nats: nats.nats.url, operator, shard: shardName(3), clusters: clusterNames, selector: `app=${app}`, dir: join(dir, 'shard-3'), records }));
 
     // The handovers of this change, from the hub's timeline.
     const moves = status().history.filter((h) => h.revokedAt >= addedAt);

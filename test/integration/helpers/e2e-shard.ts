@@ -35,6 +35,8 @@ export interface E2eShard {
 /**
  * Starts a shard's proxy (in process, route tables from NATS) and, once its first table names every cluster, the
  * sample operator through it on all of them. Every reconcile the operator reports is pushed onto `records`.
+ * With `layout` (another shard's table of the same operator: same clusters, same home) the operator starts at once,
+ * before the hub has published this shard: its informers retry until the proxy has a table.
  */
 export async function startE2eShard(options: {
   nats: string;
@@ -44,6 +46,7 @@ export async function startE2eShard(options: {
   selector: string;
   dir: string;
   records: ReconcileRecord[];
+  layout?: RouteTable;
 }): Promise<E2eShard> {
   const { shard, clusters, records } = options;
   const proxy = await startTestProxy({
@@ -52,11 +55,13 @@ export async function startE2eShard(options: {
     dir: options.dir,
     source: () => new NatsRouteSource({ servers: [options.nats], operator: options.operator, shard, from: `${shard}-pod`, logger: silent, reackMs: 1_000 }),
   });
-  let table: RouteTable | undefined;
-  await settles(() => {
-    table = proxy.proxy.controller.current?.table;
-    if (!clusters.every((c) => table?.clusters.some((r) => r.name === c))) throw new Error(`shard ${shard} has no route table naming ${clusters.join(', ')} yet`);
-  }, 30_000);
+  let table = options.layout;
+  if (table === undefined) {
+    await settles(() => {
+      table = proxy.proxy.controller.current?.table;
+      if (!clusters.every((c) => table?.clusters.some((r) => r.name === c))) throw new Error(`shard ${shard} has no route table naming ${clusters.join(', ')} yet`);
+    }, 30_000);
+  }
   await writeFile(proxy.kubeconfigPath, operatorKubeconfig(table as RouteTable, proxy.proxy.apiUrl));
   const child = spawn(
     process.execPath,
