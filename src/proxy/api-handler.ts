@@ -3,7 +3,7 @@ import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import { decide } from './enforce.js';
 import { forward, readBody, sendRestored, type UpstreamResponse } from './forward.js';
-import { parseRequestInfo, type RequestInfo } from './request-info.js';
+import { isWrite, parseRequestInfo, type RequestInfo } from './request-info.js';
 import type { RouteController } from './route-controller.js';
 import type { ClusterEntry } from './route-state.js';
 import { withClientSelector } from './shard-view.js';
@@ -109,9 +109,8 @@ export function createApiHandler(options: ApiHandlerOptions): (request: FastifyR
       }
     };
     try {
-      await entry.breaker.fire(() =>
-        forward(request, reply, { entry, path, query: upstreamQuery, body, json: filterWatch, onResponse }),
-      );
+      const sent = entry.breaker.fire(() => forward(request, reply, { entry, path, query: upstreamQuery, body, json: filterWatch, onResponse }));
+      await (info.kind === 'resource' && isWrite(info.verb) ? controller.writes.track(sent) : sent);
     } catch (err) {
       if (reply.sent) return reply;
       const code = (err as { code?: string }).code;

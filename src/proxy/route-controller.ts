@@ -4,6 +4,7 @@ import type { RouteTable } from '../transport/index.js';
 import { leaseExpired } from './fencing.js';
 import type { RouteSource } from './route-source.js';
 import type { ClusterLinks } from './cluster-links.js';
+import { InflightWrites } from './inflight-writes.js';
 import { RouteState } from './route-state.js';
 import type { TableStore } from './table-store.js';
 import { WatchRegistry } from './watch-registry.js';
@@ -24,11 +25,14 @@ export interface RouteControllerOptions {
 
 /**
  * Applies route tables as they come (only newer versions), keeps the last one on disk, ends the watches a
- * change invalidates and then acknowledges, and fences the proxy when a leased source is out of contact for
+ * change invalidates, waits for the writes admitted under the previous table to be answered and then
+ * acknowledges, and fences the proxy when a leased source is out of contact for
  * longer than the table's lease.
  */
 export class RouteController {
   readonly watches = new WatchRegistry();
+  /** Writes forwarded and not answered yet (the API handler registers them). */
+  readonly writes = new InflightWrites();
   private state: RouteState | undefined;
   private connected = false;
   private contactAt = 0;
@@ -92,7 +96,8 @@ export class RouteController {
     if (current && table.version <= current.version) return;
     this.contactAt = this.options.now();
     this.install(table, 'live');
-    void this.persistAndAcknowledge(table);
+    // Taken now: the writes admitted from here on were judged by this table.
+    void this.persistAndAcknowledge(table, this.writes.drained());
   }
 
   private onContact(connected: boolean): void {
@@ -137,10 +142,11 @@ export class RouteController {
     );
   }
 
-  private async persistAndAcknowledge(table: RouteTable): Promise<void> {
+  private async persistAndAcknowledge(table: RouteTable, earlierWrites: Promise<void>): Promise<void> {
     const { source, logger } = this.options;
     try {
       await this.save(table);
+      await earlierWrites;
       await source.acknowledge?.(table);
     } catch (err) {
       logger.error({ err, version: table.version }, 'route table applied but not stored or acknowledged');

@@ -1,13 +1,15 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util';
 import { CoreV1Api, KubeConfig, makeInformer, type Informer, type V1ConfigMap } from '@kubernetes/client-node';
-import { reconcile } from './reconciler.js';
+import { desiredPatch, reconcile } from './reconciler.js';
 
 /**
  * A small real operator for the demo and the tests: an informer on ConfigMaps labelled app=demo (all
  * namespaces) and a reconcile loop that annotates each with its shard, printing `reconciled ns/name shard=X`
  * (with `cluster=<context>` when it watches several). Run it behind a ctrlmesh proxy with the kubeconfig
  * `ctrlmesh kubeconfig` writes: the current context only, or every context given in --contexts (multicluster).
+ * With --timestamps each line also says (before `cluster=`) when the reconcile started and finished (ms since the epoch) and whether it
+ * had to write, so a test can lay every shard's reconciles of an object on one time line.
  */
 const { values } = parseArgs({
   options: {
@@ -15,10 +17,11 @@ const { values } = parseArgs({
     contexts: { type: 'string' },
     shard: { type: 'string' },
     selector: { type: 'string', default: 'app=demo' },
+    timestamps: { type: 'boolean', default: false },
   },
 });
 if (!values.kubeconfig || !values.shard) {
-  process.stderr.write('usage: sample-operator --kubeconfig FILE --shard NAME [--contexts A,B] [--selector app=demo]\n');
+  process.stderr.write('usage: sample-operator --kubeconfig FILE --shard NAME [--contexts A,B] [--selector app=demo] [--timestamps]\n');
   process.exit(2);
 }
 const shard = values.shard;
@@ -43,7 +46,10 @@ async function run(context: string): Promise<Informer<V1ConfigMap>> {
   const report = (line: string): void => out(`${line}${suffix}`);
   const informer = makeInformer<V1ConfigMap>(kc, '/api/v1/configmaps', () => api.listConfigMapForAllNamespaces({ labelSelector: selector }), selector);
   const handle = (configMap: V1ConfigMap): void => {
-    reconcile({ api, configMap, shard, out: report }).catch((err: unknown) => {
+    const started = Date.now();
+    const wrote = desiredPatch(configMap, shard) !== undefined;
+    const timed = (line: string): void => report(`${line} started=${started} finished=${Date.now()} wrote=${wrote}`);
+    reconcile({ api, configMap, shard, out: values.timestamps ? timed : report }).catch((err: unknown) => {
       process.stderr.write(`reconcile ${configMap.metadata?.namespace}/${configMap.metadata?.name}${suffix} failed: ${(err as Error).message}\n`);
     });
   };

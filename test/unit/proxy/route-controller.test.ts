@@ -92,6 +92,27 @@ describe('RouteController', () => {
     await vi.waitFor(() => expect(source.acks).toEqual([2, 3]));
   });
 
+  it('acknowledges a table only once the writes admitted under the previous one are answered', async () => {
+    const source = new ScriptedSource({ leased: true });
+    const controller = make(source);
+    await controller.start();
+    source.handlers!.onContact(true);
+    source.handlers!.onTable(table(1, [1, 2]));
+    await vi.waitFor(() => expect(source.acks).toEqual([1]));
+    let answer: () => void = () => undefined;
+    const inFlight = controller.writes.track(new Promise<void>((resolve) => (answer = resolve)));
+    // Bucket 2 is revoked while a write admitted under version 1 is still on its way to the API server.
+    source.handlers!.onTable(table(2, [1]));
+    void controller.writes.track(new Promise<void>(() => undefined));
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(source.acks).toEqual([1]);
+    answer();
+    await inFlight;
+    // A write admitted under version 2 (still pending) does not hold version 2's acknowledgement back.
+    await vi.waitFor(() => expect(source.acks).toEqual([1, 2]));
+    expect(controller.writes.size).toBe(1);
+  });
+
   it('fences itself after the lease without contact, and recovers when contact returns', async () => {
     const source = new ScriptedSource({ leased: true });
     const controller = make(source);
