@@ -43,7 +43,15 @@ export class Fleet {
     this.offline = this.clusters.map((c) => c.health === 'Offline');
     this.moveOffline = input.options?.moveUnitsOfOfflineClusters ?? false;
     this.objects = this.clusters.map(() => new Map());
-    for (const w of input.weights) this.setObjects(w.cluster, w.namespace, w.objects);
+    // Entries for the same (cluster, namespace) add up, so the order of the list never changes the plan.
+    const totals = new Map<string, { cluster: string; namespace: string; objects: number }>();
+    for (const w of input.weights) {
+      const key = `${w.cluster}\u0000${w.namespace}`;
+      const total = totals.get(key);
+      if (total) total.objects += w.objects;
+      else totals.set(key, { ...w });
+    }
+    for (const w of totals.values()) this.setObjects(w.cluster, w.namespace, w.objects);
   }
 
   get unitCount(): number {

@@ -320,8 +320,11 @@ describe('Planner.apply (incremental)', () => {
         if (weight) {
           steps.push([
             { type: 'objects', cluster: weight.cluster, namespace: weight.namespace, objects },
-            // A namespace's latest count replaces the earlier one.
-            withWeights(input, [...input.weights, { cluster: weight.cluster, namespace: weight.namespace, objects }]),
+            // A namespace's new count replaces what was reported for it (listed entries add up).
+            withWeights(input, [
+              ...input.weights.filter((w) => w.cluster !== weight.cluster || w.namespace !== weight.namespace),
+              { cluster: weight.cluster, namespace: weight.namespace, objects },
+            ]),
           ]);
         }
         for (const [change, changedInput] of steps) {
