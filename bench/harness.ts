@@ -77,8 +77,13 @@ export function sampleMs<T>(fn: (prepared: T) => void, options: { runs: number; 
     times.push((cpuNs() - start) / 1e6);
   }
   times.sort((a, b) => a - b);
-  const at = (q: number) => times[Math.min(times.length - 1, Math.floor(q * times.length))] as number;
+  const at = (q: number) => percentile(times, q);
   return { runs: options.runs, medianMs: round(at(0.5), 2), p95Ms: round(at(0.95), 2), minMs: round(times[0] as number, 2) };
+}
+
+/** The q-quantile (0..1) of values sorted ascending: the sample at index floor(q * n), clamped. */
+export function percentile(sorted: readonly number[], q: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] as number;
 }
 
 export function round(value: number, digits: number): number {

@@ -17,7 +17,7 @@ import {
   watchRouteTable,
   type ClusterReport,
 } from '../src/transport/index.js';
-import { round, type Benchmark, type BenchRow } from './harness.js';
+import { percentile, round, type Benchmark, type BenchRow } from './harness.js';
 
 const logger = pino({ level: 'silent' });
 const TOKEN = 'bench-token';
@@ -27,10 +27,6 @@ const CHANGES = 100;
 const SIMULATED_CLUSTERS = 500;
 const HEARTBEAT_MS = 2_000;
 const LOAD_WINDOW_MS = 30_000;
-
-function percentile(sorted: readonly number[], q: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)] as number;
-}
 
 function handConfig(bucket: number): { apiVersion: string; kind: string; metadata: object; spec: object } {
   return {

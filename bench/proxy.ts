@@ -9,7 +9,7 @@ import { ClusterShardView, decide, parseRequestInfo, withClientSelector } from '
 import { bucketOf } from '../src/sharding/index.js';
 import type { RouteTable } from '../src/transport/index.js';
 import CircuitBreaker from 'opossum';
-import { cpuNs, round, timePerOp, type Benchmark, type BenchRow } from './harness.js';
+import { cpuNs, percentile, round, timePerOp, type Benchmark, type BenchRow } from './harness.js';
 
 /** dist/bench/proxy.js -> dist/src/cli/main.js (the built CLI, run as the sidecar would be). */
 const HERE = fileURLToPath(new URL('.', import.meta.url));
@@ -29,10 +29,6 @@ const WATCH_UPDATES = 400;
 interface Target {
   name: string;
   pool: Pool;
-}
-
-function percentile(sorted: number[], q: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
 }
 
 async function call(target: Target, path: string): Promise<void> {
