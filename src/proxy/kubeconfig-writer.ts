@@ -1,7 +1,6 @@
-import { mkdir, rename, writeFile } from 'node:fs/promises';
-import { dirname } from 'node:path';
 import type { Logger } from 'pino';
 import type { RouteTable } from '../transport/index.js';
+import { writeFileAtomic } from './atomic-file.js';
 import { operatorKubeconfig } from './operator-kubeconfig.js';
 
 export interface KubeconfigWriterOptions {
@@ -26,10 +25,7 @@ export function createKubeconfigWriter(options: KubeconfigWriterOptions): (table
     if (text === written) return;
     written = text;
     const write = async (): Promise<void> => {
-      const temporary = `${path}.${process.pid}.tmp`;
-      await mkdir(dirname(path), { recursive: true });
-      await writeFile(temporary, text, { mode: 0o644 });
-      await rename(temporary, path);
+      await writeFileAtomic(path, text, 0o644);
       logger.info({ path, home: table.homeCluster, contexts: table.clusters.length }, "operator's kubeconfig written");
     };
     writes = writes.then(write).catch((err: unknown) => {

@@ -1,6 +1,6 @@
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
-import { dirname } from 'node:path';
+import { readFile } from 'node:fs/promises';
 import type { RouteTable } from '../transport/index.js';
+import { writeFileAtomic } from './atomic-file.js';
 import { parseRouteTable } from './route-table-file.js';
 
 /** What is kept on disk: the last applied table and when a leased source last confirmed it. */
@@ -17,7 +17,6 @@ export interface StoredTable {
 export class TableStore {
   readonly path: string;
   private writes: Promise<void> = Promise.resolve();
-  private sequence = 0;
 
   constructor(path: string) {
     this.path = path;
@@ -25,12 +24,7 @@ export class TableStore {
 
   /** Saves are queued, so the file always ends as the last one asked for. */
   save(stored: StoredTable): Promise<void> {
-    const temporary = `${this.path}.${process.pid}.${this.sequence++}.tmp`;
-    const write = async (): Promise<void> => {
-      await mkdir(dirname(this.path), { recursive: true });
-      await writeFile(temporary, `${JSON.stringify(stored)}\n`, { mode: 0o600 });
-      await rename(temporary, this.path);
-    };
+    const write = (): Promise<void> => writeFileAtomic(this.path, `${JSON.stringify(stored)}\n`, 0o600);
     this.writes = this.writes.then(write, write);
     return this.writes;
   }
