@@ -25,6 +25,8 @@ export const ErrorCodes = {
   HUB_UNREACHABLE: 'CM_HUB_UNREACHABLE',
   /** The hub refused an agent's registration (wrong token, bad identity). */
   REGISTRATION: 'CM_REGISTRATION',
+  /** The proxy refused a request it cannot judge with certainty (the answer is a Kubernetes Status saying why). */
+  PROXY_REQUEST: 'CM_PROXY_REQUEST',
 } as const;
 
 export type ErrorCode = (typeof ErrorCodes)[keyof typeof ErrorCodes];

@@ -1,24 +1,14 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
+import { SelectorSyntaxError } from '../sharding/index.js';
 import { decide } from './enforce.js';
-import { forward, readBody, sendRestored, type UpstreamResponse } from './forward.js';
-import { isWrite, parseRequestInfo, type RequestInfo } from './request-info.js';
+import { forward, sendRestored, type UpstreamResponse } from './forward.js';
+import { BodyTooLargeError, isRefusal, isWrite, parseApiRequest, readBoundedBody, type HeaderPolicy, type RequestInfo, type ResourceRequest } from './request/index.js';
 import type { RouteController } from './route-controller.js';
 import type { ClusterEntry } from './route-state.js';
-import { withClientSelector } from './shard-view.js';
-import { statusBody, type KubeStatus } from './status.js';
+import { statusBody, statusFor, type KubeStatus } from './status.js';
 import { WatchEventFilter } from './watch-filter.js';
-
-const CLUSTER_PREFIX = '/clusters/';
-
-/** Reads `/clusters/<name>/rest` into the cluster name and the rest; undefined name = the home cluster. */
-export function splitClusterPrefix(path: string): { cluster: string | undefined; path: string } {
-  if (!path.startsWith(CLUSTER_PREFIX)) return { cluster: undefined, path };
-  const end = path.indexOf('/', CLUSTER_PREFIX.length);
-  const cluster = decodeURIComponent(path.slice(CLUSTER_PREFIX.length, end < 0 ? undefined : end));
-  return { cluster, path: end < 0 ? '/' : path.slice(end) };
-}
 
 export function sendStatus(reply: FastifyReply, status: KubeStatus, retryAfterSeconds?: number): FastifyReply {
   if (retryAfterSeconds !== undefined) reply.header('retry-after', String(retryAfterSeconds));
@@ -28,17 +18,52 @@ export function sendStatus(reply: FastifyReply, status: KubeStatus, retryAfterSe
 /** A check run before enforcement (rate limits, fault injection): it may answer in place of the API server. */
 export type RequestGuard = (call: { cluster: string; info: RequestInfo; request: FastifyRequest; reply: FastifyReply }) => Promise<boolean>;
 
+/** What the proxy reads of a request beyond its target, and which headers it lets through. */
+export interface RequestPolicy extends HeaderPolicy {
+  /** The most the proxy buffers of a body it must read to judge (a lock, a Namespace create); larger gets 413. */
+  maxBodyBytes: number;
+}
+
 export interface ApiHandlerOptions {
   controller: RouteController;
   logger: Logger;
   /** Seconds a client is told to wait while a cluster's breaker is open. */
   breakerRetryAfterSeconds: number;
+  requests: RequestPolicy;
   guard?: RequestGuard;
 }
 
-/** The proxy's one route: resolve the cluster, enforce the shard, forward through the cluster's breaker. */
+function isNamespaceCreate(info: ResourceRequest): boolean {
+  return info.verb === 'create' && info.group === '' && info.resource === 'namespaces' && info.subresource === undefined;
+}
+
+/** `metadata.name` of a JSON object body, if it has one. */
+function nameInBody(body: string): string | undefined {
+  try {
+    const name: unknown = (JSON.parse(body) as { metadata?: { name?: unknown } } | null)?.metadata?.name;
+    return typeof name === 'string' && name !== '' ? name : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function isJson(contentType: string | undefined): boolean {
+  return contentType !== undefined && /^application\/json\s*(;|$)/iu.test(contentType);
+}
+
+/**
+ * The Accept sent for a watch the proxy filters: only the client's JSON media types (Tables and metadata-only
+ * objects included, so kubectl keeps its columns), or plain JSON when it asked for none (protobuf clients read JSON).
+ */
+function watchAccept(accept: string | undefined): { accept: string; table: boolean } {
+  const json = (accept ?? '').split(',').map((m) => m.trim()).filter((m) => isJson(m));
+  if (json.length === 0) return { accept: 'application/json', table: false };
+  return { accept: json.join(','), table: json.some((m) => /;\s*as=Table\b/iu.test(m)) };
+}
+
+/** The proxy's one route: judge the request as the API server will read it, enforce the shard, forward what was judged. */
 export function createApiHandler(options: ApiHandlerOptions): (request: FastifyRequest, reply: FastifyReply) => Promise<FastifyReply> {
-  const { controller, logger, breakerRetryAfterSeconds, guard } = options;
+  const { controller, logger, breakerRetryAfterSeconds, guard, requests } = options;
 
   // Every path returns `reply`: a response sent later from a callback (watch streams, renamed locks) must not be
   // pre-empted by fastify answering an async handler that resolved with nothing.
@@ -48,60 +73,86 @@ export function createApiHandler(options: ApiHandlerOptions): (request: FastifyR
     if (state === undefined) {
       return sendStatus(reply, statusBody(503, 'ServiceUnavailable', 'the proxy has no route table yet; retry shortly'), 1);
     }
-    const rawUrl = request.raw.url ?? '/';
-    const q = rawUrl.indexOf('?');
-    const split = splitClusterPrefix(q < 0 ? rawUrl : rawUrl.slice(0, q));
-    const clusterName = split.cluster ?? state.table.homeCluster;
+    const parsed = parseApiRequest(request.method, request.raw.url ?? '/');
+    if (isRefusal(parsed)) {
+      state.home?.metrics.observe('invalid', '', parsed.code, (performance.now() - started) / 1000);
+      return sendStatus(reply, statusFor(parsed.code, parsed.message));
+    }
+    const clusterName = parsed.cluster ?? state.table.homeCluster;
     const entry = state.clusters.get(clusterName);
     if (entry === undefined) {
       return sendStatus(reply, statusBody(404, 'NotFound', `cluster "${clusterName}" is not in the route table of shard "${state.table.shard}"`));
     }
-    const rawQuery = q < 0 ? '' : rawUrl.slice(q + 1);
-    const query = new URLSearchParams(rawQuery);
-    const info = parseRequestInfo(request.method, split.path, query);
+    let info = parsed.info;
+    const { query } = parsed;
     const verb = info.kind === 'resource' ? info.verb : 'nonresource';
     const resource = info.kind === 'resource' ? info.resource : '';
     const observe = (code: number): void => entry.metrics.observe(verb, resource, code, (performance.now() - started) / 1000);
+    const refuse = (status: KubeStatus): FastifyReply => {
+      observe(status.code);
+      return sendStatus(reply, status);
+    };
 
     if (guard && (await guard({ cluster: clusterName, info, request, reply }))) {
       observe(reply.statusCode);
       return reply;
     }
     const renamer = state.renamer;
-    let path = split.path;
+    let path = parsed.path;
     let body: string | undefined;
     let lock = false;
-    if (renamer && info.kind === 'resource') {
-      const concerns = renamer.concerns(info);
-      if (concerns !== undefined && request.body !== undefined && request.body !== null) {
-        const original = await readBody(request.body as Readable);
-        body = renamer.renameBody(original);
-        lock = concerns === 'path' || body !== original;
-      } else {
-        lock = concerns === 'path';
+    if (info.kind === 'resource') {
+      const concerns = renamer?.concerns(info);
+      const namespaceCreate = isNamespaceCreate(info);
+      // Bodies read to judge the request: a lock create (its name is renamed) and a Namespace create (its name is
+      // its bucket). Whatever was read is what is forwarded.
+      if (concerns === 'body' || namespaceCreate) {
+        if (namespaceCreate && !isJson(request.headers['content-type'])) {
+          return refuse(statusFor(415, 'a Namespace create must be sent as JSON: the proxy reads its name to judge its bucket'));
+        }
+        try {
+          body = request.body === undefined || request.body === null ? '' : await readBoundedBody(request.body as Readable, requests.maxBodyBytes, request.headers['content-length']);
+        } catch (err) {
+          if (err instanceof BodyTooLargeError) return refuse(statusFor(413, err.message));
+          throw err;
+        }
+        if (concerns === 'body' && renamer) {
+          const renamed = renamer.renameBody(body);
+          lock = renamed !== body;
+          body = renamed;
+        }
+        if (namespaceCreate) info = { ...info, namespace: nameInBody(body) };
+      } else if (concerns === 'path' && renamer) {
+        lock = true;
+        path = renamer.renamePath(path);
       }
-      if (concerns === 'path') path = renamer.renamePath(path);
     }
     // A lock is the shard's own: it lives in the operator's namespace, whatever bucket that is.
     const decision = lock ? { kind: 'forward' as const } : decide(info, entry.view, state.table.shard);
-    if (decision.kind === 'deny') {
-      observe(decision.body.code);
-      return sendStatus(reply, decision.body);
+    if (decision.kind === 'deny') return refuse(decision.body);
+    const watch = decision.sharded === true && info.kind === 'resource' && info.verb === 'watch';
+    if (decision.sharded === true && info.kind === 'resource') {
+      try {
+        query.set('labelSelector', entry.view.selectorWith(info.group, info.resource, query.get('labelSelector')));
+      } catch (err) {
+        if (err instanceof SelectorSyntaxError) return refuse(statusFor(400, `labelSelector: ${err.message}`));
+        throw err;
+      }
     }
-    // The query is rebuilt only when a selector is injected; otherwise it goes on exactly as the client wrote it.
-    let upstreamQuery = rawQuery;
-    if (decision.labelSelector !== undefined) {
-      query.set('labelSelector', withClientSelector(query.get('labelSelector'), decision.labelSelector));
-      upstreamQuery = query.toString();
+    let accept: string | undefined;
+    if (watch) {
+      const wanted = watchAccept(request.headers.accept);
+      accept = wanted.accept;
+      // Table rows must carry each object's labels for the event filter to judge them.
+      if (wanted.table && query.get('includeObject') === 'None') query.set('includeObject', 'Metadata');
     }
-    const filterWatch = decision.filterWatch === true && info.kind === 'resource';
 
     const onResponse = (out: FastifyReply, res: UpstreamResponse): void => {
       observe(res.statusCode);
       if (lock && renamer) {
-        sendRestored(out, res, renamer).catch((err: unknown) => out.send(err));
-      } else if (filterWatch && res.statusCode === 200) {
-        out.send(openFilteredWatch({ entry, info, selector: decision.labelSelector ?? '', res, controller, bookmarks: query.get('allowWatchBookmarks') === 'true' }));
+        sendRestored(out, res, renamer, requests.maxBodyBytes).catch((err: unknown) => out.send(err));
+      } else if (watch && info.kind === 'resource' && res.statusCode === 200) {
+        out.send(openFilteredWatch({ entry, info, res, controller, bookmarks: query.get('allowWatchBookmarks') === 'true' }));
         // Node holds response headers until the first body byte; a quiet watch must still start at once.
         out.raw.flushHeaders();
       } else {
@@ -109,7 +160,9 @@ export function createApiHandler(options: ApiHandlerOptions): (request: FastifyR
       }
     };
     try {
-      const sent = entry.breaker.fire(() => forward(request, reply, { entry, path, query: upstreamQuery, body, json: filterWatch, onResponse }));
+      const sent = entry.breaker.fire(() =>
+        forward(request, reply, { entry, path, query: query.toString(), body, accept, headers: requests, onResponse }),
+      );
       await (info.kind === 'resource' && isWrite(info.verb) ? controller.writes.track(sent) : sent);
     } catch (err) {
       if (reply.sent) return reply;
@@ -134,13 +187,12 @@ export function createApiHandler(options: ApiHandlerOptions): (request: FastifyR
 /** Pipes a watch through the shard's event filter and registers it, so a table change can end it. */
 function openFilteredWatch(options: {
   entry: ClusterEntry;
-  info: RequestInfo & { kind: 'resource' };
-  selector: string;
+  info: ResourceRequest;
   res: UpstreamResponse;
   controller: RouteController;
   bookmarks: boolean;
 }): Readable {
-  const { entry, info, selector, res, controller, bookmarks } = options;
+  const { entry, info, res, controller, bookmarks } = options;
   const cluster = entry.view.name;
   const { group, resource } = info;
   const filter = new WatchEventFilter({
@@ -153,7 +205,8 @@ function openFilteredWatch(options: {
     cluster,
     group,
     resource,
-    selector,
+    // The shard's part of the selector: a table that changes it ends this watch.
+    selector: entry.view.selectorFor(group, resource),
     expire: () => {
       res.stream.unpipe(filter);
       res.stream.destroy();

@@ -1,4 +1,4 @@
-import { isWrite, type RequestInfo } from './request-info.js';
+import { isWrite, type RequestInfo } from './request/index.js';
 import type { ClusterShardView } from './shard-view.js';
 import { statusBody, type KubeStatus } from './status.js';
 
@@ -22,26 +22,35 @@ const CLUSTER_SCOPED = new Set([
 ]);
 
 export type Decision =
-  | { kind: 'forward'; labelSelector?: string; filterWatch?: boolean }
+  /** `sharded`: lists, watches and collection deletes get the shard's selector ANDed with the client's. */
+  | { kind: 'forward'; sharded?: boolean }
   | { kind: 'deny'; body: KubeStatus };
 
 const PASS: Decision = { kind: 'forward' };
+const SHARDED: Decision = { kind: 'forward', sharded: true };
 
 function describe(group: string, resource: string): string {
   return group === '' ? resource : `${resource}.${group}`;
 }
 
-/** What the proxy does with one request, given the shard's view of the target cluster. */
+/**
+ * What the proxy does with one request, given the shard's view of the target cluster. A Namespace object belongs
+ * to its own bucket (`info.namespace` is its name, as in the API server's RequestInfo): the shard that owns the
+ * namespace's objects is the one that may read or change it.
+ */
 export function decide(info: RequestInfo, view: ClusterShardView, shard: string): Decision {
   if (info.kind === 'nonresource') return PASS;
   const { verb, group, resource, namespace, name } = info;
+  const namespaceObject = group === '' && resource === 'namespaces';
+  if (namespaceObject && namespace === undefined && (verb === 'create' || verb === 'deletecollection')) {
+    const what = verb === 'create' ? 'a Namespace create that does not name the namespace' : 'deleting every Namespace';
+    return { kind: 'deny', body: statusBody(403, 'Forbidden', `${what} cannot be judged against shard "${shard}": refused`, { group, kind: resource }) };
+  }
   const clusterScoped = namespace === undefined && CLUSTER_SCOPED.has(`${group}/${resource}`);
   const sharded = clusterScoped ? view.limited(group, resource) : true;
   if (!sharded) return PASS;
   // The injected selector alone keeps lists, watches and collection deletes inside the shard.
-  if (verb === 'list' || verb === 'watch' || verb === 'deletecollection') {
-    return { kind: 'forward', labelSelector: view.selectorFor(group, resource), filterWatch: verb === 'watch' };
-  }
+  if (verb === 'list' || verb === 'watch' || verb === 'deletecollection') return SHARDED;
   if (namespace === undefined || view.ownsNamespace(namespace)) return PASS;
   const bucket = view.bucketOf(namespace);
   const what = `${describe(group, resource)}${name === undefined ? '' : ` "${name}"`} in namespace "${namespace}" (bucket ${bucket}) of cluster "${view.name}"`;

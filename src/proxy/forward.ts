@@ -2,6 +2,7 @@ import type {} from '@fastify/reply-from';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Readable } from 'node:stream';
 import type { LockRenamer } from './leader-election.js';
+import { readBoundedBody, stripHeaders, type HeaderPolicy } from './request/index.js';
 import type { ClusterEntry } from './route-state.js';
 
 /** The upstream answer reply-from hands over. */
@@ -12,13 +13,15 @@ export interface UpstreamResponse {
 
 export interface ForwardPlan {
   entry: ClusterEntry;
-  /** Path on the API server, without the query. */
+  /** Path on the API server, without the query: the canonical path the proxy judged. */
   path: string;
+  /** The query the proxy judged, serialized. */
   query: string;
-  /** A replacement body (a renamed lock); undefined = the client's body streams through. */
+  /** A replacement body (read to be judged, or a renamed lock); undefined = the client's body streams through. */
   body: string | undefined;
-  /** Forces a JSON answer so the proxy can read watch events (clients that ask for protobuf accept JSON too). */
-  json: boolean;
+  /** Replaces the client's Accept (watches the proxy filters must be JSON). */
+  accept: string | undefined;
+  headers: HeaderPolicy;
   /** Called once the API server's response head arrived; it sends the reply. */
   onResponse(reply: FastifyReply, res: UpstreamResponse): void;
 }
@@ -33,11 +36,11 @@ export function forward(request: FastifyRequest, reply: FastifyReply, plan: Forw
       // Retries are the breaker's business; reply-from would otherwise retry GETs on 503.
       retryDelay: () => null,
       rewriteRequestHeaders: (_req, headers) => {
+        stripHeaders(headers, plan.headers);
         headers.host = upstream.server.host;
         // The operator never authenticates to the proxy; the proxy presents its own credentials per cluster.
-        delete headers.authorization;
         if (upstream.authorization !== undefined) headers.authorization = upstream.authorization;
-        if (plan.json) headers.accept = 'application/json';
+        if (plan.accept !== undefined) headers.accept = plan.accept;
         return headers;
       },
       onResponse: (_req, _reply, res) => {
@@ -49,16 +52,9 @@ export function forward(request: FastifyRequest, reply: FastifyReply, plan: Forw
   });
 }
 
-/** Reads a whole (small) body: lock objects and their statuses. */
-export async function readBody(stream: Readable): Promise<string> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of stream) chunks.push(typeof chunk === 'string' ? Buffer.from(chunk) : (chunk as Buffer));
-  return Buffer.concat(chunks).toString('utf8');
-}
-
 /** Sends a lock's response with its name restored. */
-export async function sendRestored(reply: FastifyReply, res: UpstreamResponse, renamer: LockRenamer): Promise<void> {
-  const body = renamer.restoreBody(await readBody(res.stream));
+export async function sendRestored(reply: FastifyReply, res: UpstreamResponse, renamer: LockRenamer, maxBytes: number): Promise<void> {
+  const body = renamer.restoreBody(await readBoundedBody(res.stream, maxBytes));
   reply.removeHeader('content-length');
   await reply.send(body);
 }

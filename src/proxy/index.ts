@@ -1,4 +1,4 @@
-export { type RequestGuard } from './api-handler.js';
+export { type RequestGuard, type RequestPolicy } from './api-handler.js';
 export {
   CircuitRules,
   FaultRules,
@@ -21,12 +21,22 @@ export { NatsRouteSource, type NatsRouteSourceOptions } from './nats-route-sourc
 export { LockRenamer } from './leader-election.js';
 export { leaseExpired } from './fencing.js';
 export { startProxy, type ListenAddress, type ProxyConfig, type ProxyDeps, type RunningProxy } from './proxy-server.js';
-export { isWrite, parseRequestInfo, type RequestInfo, type ResourceRequest, type Verb } from './request-info.js';
+export {
+  DEFAULT_MAX_BODY_BYTES,
+  isRefusal,
+  isWrite,
+  parseApiRequest,
+  type ApiRequest,
+  type Refusal,
+  type RequestInfo,
+  type ResourceRequest,
+  type Verb,
+} from './request/index.js';
 export { type RouteSource, type RouteSourceHandlers } from './route-source.js';
 export { operatorKubeconfig } from './operator-kubeconfig.js';
 export { createKubeconfigWriter, type KubeconfigWriterOptions } from './kubeconfig-writer.js';
 export { parseRouteTable, readRouteTable } from './route-table-file.js';
-export { ClusterShardView, withClientSelector } from './shard-view.js';
+export { ClusterShardView } from './shard-view.js';
 export { statusBody, type KubeStatus } from './status.js';
 export { TableStore, type StoredTable } from './table-store.js';
 export { loadCredentials } from './credentials.js';

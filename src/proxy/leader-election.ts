@@ -1,25 +1,29 @@
-import type { ResourceRequest } from './request-info.js';
+import { encodeSegment, type ResourceRequest } from './request/index.js';
 
 /** The resources client-go's leader election uses as locks: Lease, ConfigMap, Endpoints. */
 const LOCK_RESOURCES = new Set(['coordination.k8s.io/leases', '/configmaps', '/endpoints']);
 
 /**
- * Gives every shard its own leader: a lock named `<leaderElectionName>` becomes `<leaderElectionName>---<shard>`
- * on the way to the API server (path and body) and is named back on the way out.
+ * Gives every shard its own leader: a lock named `<leaderElectionName>` in the operator's namespace becomes
+ * `<leaderElectionName>---<shard>` on the way to the API server (path and body) and is named back on the way out.
+ * Only there: the same name in any other namespace is an ordinary object, judged by its bucket.
  */
 export class LockRenamer {
   readonly original: string;
   readonly renamed: string;
+  readonly namespace: string;
   private readonly quotedRenamed: string;
 
-  constructor(leaderElectionName: string, shard: string) {
-    this.original = leaderElectionName;
-    this.renamed = `${leaderElectionName}---${shard}`;
+  constructor(options: { leaderElectionName: string; shard: string; namespace: string }) {
+    this.original = options.leaderElectionName;
+    this.renamed = `${options.leaderElectionName}---${options.shard}`;
+    this.namespace = options.namespace;
     this.quotedRenamed = JSON.stringify(this.renamed);
   }
 
   /** Whether this request is about the lock: by its path, or (for a create) possibly by its body. */
   concerns(info: ResourceRequest): 'path' | 'body' | undefined {
+    if (info.namespace !== this.namespace) return undefined;
     if (!LOCK_RESOURCES.has(`${info.group}/${info.resource}`) || info.subresource !== undefined) return undefined;
     if (info.name === this.original) return 'path';
     return info.verb === 'create' ? 'body' : undefined;
@@ -27,7 +31,7 @@ export class LockRenamer {
 
   /** Replaces the lock's name, the path's last segment, keeping everything before it. */
   renamePath(path: string): string {
-    return `${path.slice(0, path.length - this.original.length)}${this.renamed}`;
+    return `${path.slice(0, path.lastIndexOf('/') + 1)}${encodeSegment(this.renamed)}`;
   }
 
   /** The request body with metadata.name renamed; other bodies unchanged. */

@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import type { Registry } from 'prom-client';
 import type { Logger } from 'pino';
 import { createProxyMetrics, registerOpsRoutes, type ProxyMetrics } from '../metrics/index.js';
-import { createApiHandler, type RequestGuard } from './api-handler.js';
+import { createApiHandler, type RequestGuard, type RequestPolicy } from './api-handler.js';
 import type { BreakerOptions } from './cluster-breaker.js';
 import { ClusterLinks } from './cluster-links.js';
 import { RouteController } from './route-controller.js';
@@ -27,6 +27,8 @@ export interface ProxyConfig {
   ops: ListenAddress;
   upstream: UpstreamOptions;
   breaker: BreakerOptions;
+  /** Body limit for what the proxy reads, and whether `Impersonate-*` headers pass. */
+  requests: RequestPolicy;
 }
 
 export interface ProxyDeps {
@@ -76,11 +78,12 @@ export async function startProxy(deps: ProxyDeps): Promise<RunningProxy> {
     controller,
     logger,
     breakerRetryAfterSeconds: Math.max(1, Math.ceil(config.breaker.resetTimeoutMs / 1000)),
+    requests: config.requests,
     ...(deps.guard ? { guard: deps.guard(metrics) } : {}),
   });
   api.all('/*', handler);
   api.all('/', handler);
-  api.server.on('upgrade', createUpgradeHandler({ controller, logger }));
+  api.server.on('upgrade', createUpgradeHandler({ controller, logger, headers: config.requests }));
 
   const ops = Fastify({ loggerInstance: logger.child({ listener: 'ops' }) as FastifyBaseLogger, logController: quiet(), forceCloseConnections: true });
   registerOpsRoutes(ops, { registry, readiness: () => controller.readiness() });

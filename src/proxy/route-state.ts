@@ -40,6 +40,10 @@ export class RouteState {
       table.clusters.map((route) => [route.name, { ...link(route), view: new ClusterShardView({ table, route, fenced }) }]),
     );
     this.home = this.clusters.get(table.homeCluster);
-    this.renamer = table.leaderElectionName ? new LockRenamer(table.leaderElectionName, table.shard) : undefined;
+    // The operator runs, and elects its leader, in the namespace of its ShardingConfig (`<namespace>/<name>`).
+    const operatorNamespace = table.operator.split('/')[0]!;
+    this.renamer = table.leaderElectionName
+      ? new LockRenamer({ leaderElectionName: table.leaderElectionName, shard: table.shard, namespace: operatorNamespace })
+      : undefined;
   }
 }

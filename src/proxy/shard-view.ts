@@ -5,6 +5,7 @@ import {
   matches,
   mergeSelectors,
   ownedSelector,
+  parseSelector,
   renderSelector,
   type HashSettings,
   type Requirements,
@@ -29,7 +30,7 @@ export class ClusterShardView {
   private readonly owns: Requirements;
   private readonly limits: CompiledLimit[];
   private readonly owners: ReadonlyMap<number, string>;
-  private readonly selectors = new Map<string, string>();
+  private readonly selectors = new Map<string, { requirements: Requirements; rendered: string }>();
   private readonly namespaceBuckets = new Map<string, number>();
 
   constructor(options: { table: RouteTable; route: ClusterRoute; fenced: boolean }) {
@@ -53,11 +54,27 @@ export class ClusterShardView {
 
   /** The selector injected into lists and watches of `group/resource`: owned buckets AND the limits naming it. */
   selectorFor(group: string, resource: string): string {
+    return this.shardSelector(group, resource).rendered;
+  }
+
+  /**
+   * The selector to send for a list or watch: the shard's AND the client's, parsed and rendered again so the API
+   * server reads exactly the requirements the proxy judged (text appended to an unbalanced `in (` could otherwise
+   * be read as part of the client's). Throws SelectorSyntaxError for a client selector it cannot parse.
+   */
+  selectorWith(group: string, resource: string, client: string | undefined): string {
+    const shard = this.shardSelector(group, resource);
+    if (client === undefined || client.trim() === '') return shard.rendered;
+    return renderSelector(mergeSelectors(shard.requirements, parseSelector(client)).requirements);
+  }
+
+  private shardSelector(group: string, resource: string): { requirements: Requirements; rendered: string } {
     const key = `${group}/${resource}`;
     let selector = this.selectors.get(key);
     if (selector === undefined) {
       const limits = this.limitsFor(group, resource).map((l) => l.requirements);
-      selector = renderSelector(limits.length === 0 ? this.owns : mergeSelectors(this.owns, ...limits).requirements);
+      const requirements = limits.length === 0 ? this.owns : mergeSelectors(this.owns, ...limits).requirements;
+      selector = { requirements, rendered: renderSelector(requirements) };
       this.selectors.set(key, selector);
     }
     return selector;
@@ -97,13 +114,4 @@ export class ClusterShardView {
       (l) => (l.groups.has('*') || l.groups.has(group)) && (l.resources.has('*') || l.resources.has(resource)),
     );
   }
-}
-
-/**
- * Appends the shard's selector to the client's: requirements separated by commas are ANDed, so the client's are
- * never weakened. Plain text, not sharding's mergeQuery: no parse per request, and the API server still rejects a
- * malformed client selector with its own 400.
- */
-export function withClientSelector(client: string | null, shard: string): string {
-  return client === null || client.trim() === '' ? shard : `${client},${shard}`;
 }

@@ -2,7 +2,17 @@
  * Kubernetes `Status` bodies for the answers the proxy gives itself, so client-go and client-node parse them
  * as they parse the API server's own (reason, code and details drive their error types).
  */
-export type StatusReason = 'NotFound' | 'Forbidden' | 'ServiceUnavailable' | 'TooManyRequests' | 'ExpectationFailed' | 'InternalError';
+export type StatusReason =
+  | 'BadRequest'
+  | 'NotFound'
+  | 'Forbidden'
+  | 'MethodNotAllowed'
+  | 'RequestEntityTooLarge'
+  | 'UnsupportedMediaType'
+  | 'ServiceUnavailable'
+  | 'TooManyRequests'
+  | 'ExpectationFailed'
+  | 'InternalError';
 
 export interface StatusDetails {
   name?: string;
@@ -24,4 +34,26 @@ export interface KubeStatus {
 
 export function statusBody(code: number, reason: StatusReason, message: string, details?: StatusDetails): KubeStatus {
   return { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason, ...(details ? { details } : {}), code };
+}
+
+const REASONS: Readonly<Record<number, StatusReason>> = {
+  400: 'BadRequest',
+  403: 'Forbidden',
+  404: 'NotFound',
+  405: 'MethodNotAllowed',
+  413: 'RequestEntityTooLarge',
+  415: 'UnsupportedMediaType',
+  417: 'ExpectationFailed',
+  429: 'TooManyRequests',
+  503: 'ServiceUnavailable',
+};
+
+/** The reason the API server gives with a code (InternalError for codes it has no reason for). */
+export function reasonFor(code: number): StatusReason {
+  return REASONS[code] ?? 'InternalError';
+}
+
+/** A Status body with the reason that goes with its code. */
+export function statusFor(code: number, message: string, details?: StatusDetails): KubeStatus {
+  return statusBody(code, reasonFor(code), message, details);
 }

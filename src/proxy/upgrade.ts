@@ -1,15 +1,20 @@
-import { connect as connectPlain, type Socket } from 'node:net';
-import { connect as connectTls } from 'node:tls';
-import type { IncomingMessage } from 'node:http';
+import { request as httpRequest, type ClientRequest, type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
+import { request as httpsRequest } from 'node:https';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
-import { splitClusterPrefix } from './api-handler.js';
 import { decide } from './enforce.js';
-import { parseRequestInfo } from './request-info.js';
+import { isRefusal, keptRawHeaders, parseApiRequest, type HeaderPolicy } from './request/index.js';
 import type { RouteController } from './route-controller.js';
-import { statusBody, type KubeStatus } from './status.js';
+import { statusBody, statusFor, type KubeStatus } from './status.js';
 
-const HOP_BY_HOP = new Set(['host', 'authorization', 'proxy-authorization']);
+/** The only requests upgraded: they stream to a container of one pod, judged by the pod's namespace. */
+const STREAMING_SUBRESOURCES = new Set(['exec', 'attach', 'portforward']);
+/** The protocols kubectl and client-go use for them. */
+const STREAMING_PROTOCOL = /^(spdy\/3\.1|websocket)$/iu;
+/** The upgrade's own headers, kept although hop-by-hop. */
+const UPGRADE_HEADERS = new Set(['connection', 'upgrade']);
+/** Response headers not relayed when the API server refuses the upgrade (the body is sent until the connection closes). */
+const FRAMING = new Set(['connection', 'transfer-encoding', 'keep-alive']);
 
 function refuse(socket: Duplex, status: KubeStatus): void {
   const body = JSON.stringify(status);
@@ -18,50 +23,91 @@ function refuse(socket: Duplex, status: KubeStatus): void {
   );
 }
 
+function head(statusLine: string, rawHeaders: readonly string[], skip: ReadonlySet<string>): string {
+  const lines = [statusLine];
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    if (!skip.has(rawHeaders[i]!.toLowerCase())) lines.push(`${rawHeaders[i]}: ${rawHeaders[i + 1]}`);
+  }
+  return `${lines.join('\r\n')}\r\n`;
+}
+
 /**
- * exec, attach and port-forward: the HTTP upgrade (SPDY or WebSocket) is checked against the shard like any
- * request, then the two connections are spliced, the proxy presenting its own TLS identity upstream.
+ * exec, attach and port-forward (SPDY or WebSocket upgrades of pods/<name>/<subresource>) are parsed and judged
+ * like any request; every other upgrade (h2c, a list or watch with an `Upgrade` header) is refused, since the API
+ * server would serve it with no selector injected. The client's connection is spliced to the API server's only
+ * after the API server switched protocols (101): an answer without a switch is relayed and both connections end,
+ * so no further request can ride the spliced connection unjudged.
  */
-export function createUpgradeHandler(options: { controller: RouteController; logger: Logger }) {
+export function createUpgradeHandler(options: { controller: RouteController; logger: Logger; headers: HeaderPolicy }) {
   const { controller, logger } = options;
-  return (req: IncomingMessage, socket: Duplex, head: Buffer): void => {
+  return (req: IncomingMessage, socket: Duplex, clientHead: Buffer): void => {
     const state = controller.current;
     if (state === undefined) return refuse(socket, statusBody(503, 'ServiceUnavailable', 'the proxy has no route table yet'));
-    const rawUrl = req.url ?? '/';
-    const q = rawUrl.indexOf('?');
-    const split = splitClusterPrefix(q < 0 ? rawUrl : rawUrl.slice(0, q));
-    const query = q < 0 ? '' : rawUrl.slice(q);
-    const entry = state.clusters.get(split.cluster ?? state.table.homeCluster);
-    if (entry === undefined) return refuse(socket, statusBody(404, 'NotFound', `cluster "${split.cluster}" is not in the route table`));
-    const decision = decide(parseRequestInfo(req.method ?? 'GET', split.path, new URLSearchParams(query)), entry.view, state.table.shard);
+    const parsed = parseApiRequest(req.method ?? 'GET', req.url ?? '/');
+    if (isRefusal(parsed)) return refuse(socket, statusFor(parsed.code, parsed.message));
+    const { info } = parsed;
+    const protocol = req.headers.upgrade ?? '';
+    const streaming =
+      info.kind === 'resource' && info.group === '' && info.resource === 'pods' && STREAMING_SUBRESOURCES.has(info.subresource ?? '') && STREAMING_PROTOCOL.test(protocol);
+    if (!streaming) {
+      return refuse(socket, statusFor(400, `only exec, attach and port-forward are upgraded through the proxy (SPDY/3.1 or WebSocket), not "${protocol}" on ${parsed.path}: send the request without Upgrade`));
+    }
+    const entry = state.clusters.get(parsed.cluster ?? state.table.homeCluster);
+    if (entry === undefined) return refuse(socket, statusFor(404, `cluster "${parsed.cluster}" is not in the route table`));
+    const decision = decide(info, entry.view, state.table.shard);
     if (decision.kind === 'deny') return refuse(socket, decision.body);
     if (entry.breaker.opened) return refuse(socket, statusBody(503, 'ServiceUnavailable', `cluster "${entry.view.name}" is failing: its circuit breaker is open`));
 
     const { upstream } = entry;
-    const port = Number(upstream.server.port || (upstream.tls ? 443 : 80));
-    const target: Socket = upstream.tls
-      ? connectTls({ host: upstream.server.hostname, port, servername: upstream.server.hostname, ...upstream.tls })
-      : connectPlain({ host: upstream.server.hostname, port });
-    const lines = [`${req.method} ${upstream.upstreamPath(split.path)}${query} HTTP/1.1`, `host: ${upstream.server.host}`];
-    if (upstream.authorization) lines.push(`authorization: ${upstream.authorization}`);
-    for (let i = 0; i < req.rawHeaders.length; i += 2) {
-      const name = req.rawHeaders[i]!;
-      if (!HOP_BY_HOP.has(name.toLowerCase())) lines.push(`${name}: ${req.rawHeaders[i + 1]}`);
+    const headers: OutgoingHttpHeaders = { host: upstream.server.host };
+    for (const [name, value] of keptRawHeaders(req.rawHeaders, options.headers, UPGRADE_HEADERS)) {
+      const key = name.toLowerCase();
+      const previous = headers[key];
+      headers[key] = previous === undefined ? value : [...(Array.isArray(previous) ? previous : [String(previous)]), value];
     }
-    target.once(upstream.tls ? 'secureConnect' : 'connect', () => {
-      target.write(`${lines.join('\r\n')}\r\n\r\n`);
-      if (head.length > 0) target.write(head);
-      target.pipe(socket);
-      socket.pipe(target);
-    });
-    const close = (err?: Error): void => {
-      if (err) logger.warn({ err, cluster: entry.view.name }, 'upgraded connection failed');
-      target.destroy();
-      socket.destroy();
+    if (upstream.authorization) headers.authorization = upstream.authorization;
+    const query = parsed.query.toString();
+    const target = {
+      host: upstream.server.hostname,
+      port: Number(upstream.server.port || (upstream.tls ? 443 : 80)),
+      method: req.method,
+      path: `${upstream.upstreamPath(parsed.path)}${query === '' ? '' : `?${query}`}`,
+      headers,
+      agent: false as const,
     };
-    target.on('error', close);
-    socket.on('error', close);
-    target.on('close', () => socket.destroy());
-    socket.on('close', () => target.destroy());
+    const out: ClientRequest = upstream.tls
+      ? httpsRequest({ ...target, servername: upstream.server.hostname, ...upstream.tls })
+      : httpRequest(target);
+    let answered = false;
+    const fail = (err: Error): void => {
+      logger.warn({ err, cluster: entry.view.name }, 'upgraded connection failed');
+      if (!answered) refuse(socket, statusFor(503, `cluster "${entry.view.name}" API server unreachable: ${err.message}`));
+      else socket.destroy();
+    };
+    out.on('error', fail);
+    out.on('upgrade', (res: IncomingMessage, upstreamSocket: Duplex, upstreamHead: Buffer) => {
+      answered = true;
+      socket.write(`${head(`HTTP/1.1 101 ${res.statusMessage ?? 'Switching Protocols'}`, res.rawHeaders, new Set())}\r\n`);
+      if (upstreamHead.length > 0) socket.write(upstreamHead);
+      if (clientHead.length > 0) upstreamSocket.write(clientHead);
+      upstreamSocket.pipe(socket);
+      socket.pipe(upstreamSocket);
+      const close = (): void => {
+        upstreamSocket.destroy();
+        socket.destroy();
+      };
+      upstreamSocket.on('error', close);
+      socket.on('error', close);
+      upstreamSocket.on('close', close);
+      socket.on('close', close);
+    });
+    out.on('response', (res: IncomingMessage) => {
+      answered = true;
+      socket.write(`${head(`HTTP/1.1 ${res.statusCode ?? 502} ${res.statusMessage ?? ''}`, res.rawHeaders, FRAMING)}connection: close\r\n\r\n`);
+      res.pipe(socket);
+      res.on('error', () => socket.destroy());
+    });
+    socket.on('error', () => out.destroy());
+    out.end();
   };
 }

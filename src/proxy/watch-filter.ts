@@ -3,9 +3,20 @@ import { Transform, type TransformCallback } from 'node:stream';
 /** Decides, per watch event object, whether the shard may see it (the current route table's view). */
 export type EventAdmission = (labels: Readonly<Record<string, string>>) => boolean;
 
+interface ObjectMeta {
+  labels?: Record<string, string>;
+  resourceVersion?: string;
+}
+
 interface WatchEvent {
   type?: string;
-  object?: { kind?: string; apiVersion?: string; metadata?: { labels?: Record<string, string>; resourceVersion?: string } };
+  object?: {
+    kind?: string;
+    apiVersion?: string;
+    metadata?: ObjectMeta;
+    /** A Table (kubectl get -w): one row per object, each with the object's metadata at least. */
+    rows?: { object?: { metadata?: ObjectMeta } }[];
+  };
 }
 
 const NEWLINE = 0x0a;
@@ -90,14 +101,28 @@ export class WatchEventFilter extends Transform {
       this.push(line);
       return;
     }
-    if (this.admit(event.object.metadata?.labels ?? {})) {
+    const { object } = event;
+    if (object.kind === 'Table' && Array.isArray(object.rows)) {
+      const kept = object.rows.filter((row) => this.admit(row.object?.metadata?.labels ?? {}));
+      if (kept.length === object.rows.length) {
+        this.push(line);
+        return;
+      }
+      this.onFiltered();
+      if (kept.length > 0) this.push(`${JSON.stringify({ ...event, object: { ...object, rows: kept } })}\n`);
+      else if (this.bookmarks) this.pushBookmark(object);
+      return;
+    }
+    if (this.admit(object.metadata?.labels ?? {})) {
       this.push(line);
       return;
     }
     this.onFiltered();
-    if (this.bookmarks) {
-      const { kind, apiVersion, metadata } = event.object;
-      this.push(`${JSON.stringify({ type: 'BOOKMARK', object: { kind, apiVersion, metadata: { resourceVersion: metadata?.resourceVersion } } })}\n`);
-    }
+    if (this.bookmarks) this.pushBookmark(object);
+  }
+
+  private pushBookmark(object: NonNullable<WatchEvent['object']>): void {
+    const { kind, apiVersion, metadata } = object;
+    this.push(`${JSON.stringify({ type: 'BOOKMARK', object: { kind, apiVersion, metadata: { resourceVersion: metadata?.resourceVersion } } })}\n`);
   }
 }

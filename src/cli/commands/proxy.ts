@@ -2,6 +2,7 @@ import { unwatchFile, watchFile } from 'node:fs';
 import { UsageError } from '../../errors.js';
 import { createRegistry } from '../../metrics/index.js';
 import {
+  DEFAULT_MAX_BODY_BYTES,
   FileRouteSource,
   NatsRouteSource,
   TableStore,
@@ -40,6 +41,10 @@ function proxyConfig(ctx: CommandContext): ProxyConfig {
       volumeThreshold: intValue(ctx, 'breaker-volume', 5, { min: 1, max: 10_000 }),
       resetTimeoutMs: intValue(ctx, 'breaker-reset-ms', 5_000, { min: 100, max: 600_000 }),
       rollingCountTimeoutMs: intValue(ctx, 'breaker-window-ms', 10_000, { min: 1_000, max: 600_000 }),
+    },
+    requests: {
+      maxBodyBytes: intValue(ctx, 'max-body-bytes', DEFAULT_MAX_BODY_BYTES, { min: 1024, max: 64 * 1024 * 1024 }),
+      allowImpersonation: ctx.values['allow-impersonation'] === true,
     },
   });
 }
@@ -91,6 +96,8 @@ export const proxyCommand: Command = {
     'breaker-error-percent': { type: 'string', valueName: 'P', description: 'failure percentage that opens a cluster breaker (default 50)' },
     'breaker-volume': { type: 'string', valueName: 'N', description: 'requests in the window before it can open (default 5)' },
     'breaker-reset-ms': { type: 'string', valueName: 'MS', description: 'open time before a half-open probe (default 5000)' },
+    'max-body-bytes': { type: 'string', valueName: 'N', description: 'largest body the proxy reads to judge a request (locks, Namespace creates; default 3145728)' },
+    'allow-impersonation': { type: 'boolean', description: "pass the operator's Impersonate-* headers (acting with the proxy's identity's impersonate rights)" },
     'breaker-window-ms': { type: 'string', valueName: 'MS', description: 'rolling window of the failure statistics (default 10000)' },
   },
   run: async (ctx) => {

@@ -1,17 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ProxyMetrics } from '../../metrics/index.js';
 import { sendStatus, type RequestGuard } from '../api-handler.js';
-import { statusBody, type StatusReason } from '../status.js';
+import { statusFor } from '../status.js';
 import { judge, type RuleClock, type RuleSet } from './rule-set.js';
-
-function reasonFor(code: number): StatusReason {
-  if (code === 429) return 'TooManyRequests';
-  if (code === 417) return 'ExpectationFailed';
-  if (code === 403) return 'Forbidden';
-  if (code === 404) return 'NotFound';
-  if (code === 503) return 'ServiceUnavailable';
-  return 'InternalError';
-}
 
 /** Applies CircuitBreaker and FaultInjection rules to Kubernetes API calls, answering with Status bodies. */
 export function createApiGuard(options: { rules: () => RuleSet; clock: RuleClock; metrics: ProxyMetrics }): RequestGuard {
@@ -22,7 +13,7 @@ export function createApiGuard(options: { rules: () => RuleSet; clock: RuleClock
     const outcome = judge(rules(), call, clock, metrics);
     if (outcome.delayMs > 0) await sleep(outcome.delayMs);
     if (outcome.action === 'pass') return false;
-    sendStatus(reply, statusBody(outcome.code, reasonFor(outcome.code), outcome.message), outcome.retryAfterSeconds);
+    sendStatus(reply, statusFor(outcome.code, outcome.message), outcome.retryAfterSeconds);
     return true;
   };
 }

@@ -6,6 +6,7 @@ import { pino } from 'pino';
 import type { ClusterInfo } from '../../../src/dev/index.js';
 import { createRegistry } from '../../../src/metrics/index.js';
 import {
+  DEFAULT_MAX_BODY_BYTES,
   FileRouteSource,
   TableStore,
   createApiGuard,
@@ -81,6 +82,7 @@ export async function startTestProxy(options: {
   random?: () => number;
   now?: () => number;
   breaker?: BreakerOptions;
+  maxBodyBytes?: number;
   source?: (tablePath: string) => RouteSource;
 }): Promise<TestProxy> {
   const dir = options.dir ?? (await mkdtemp(join(tmpdir(), 'ctrlmesh-proxy-')));
@@ -100,6 +102,7 @@ export async function startTestProxy(options: {
       ops: { host: '127.0.0.1', port: 0 },
       upstream: { headersTimeoutMs: 5000 },
       breaker: options.breaker ?? FAST_BREAKER,
+      requests: { maxBodyBytes: options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES, allowImpersonation: false },
     },
     source: options.source?.(tablePath) ?? new FileRouteSource({ path: tablePath, logger: silent, pollIntervalMs: 100 }),
     store: new TableStore(storePath),

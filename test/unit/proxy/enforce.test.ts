@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ClusterShardView, decide, withClientSelector, parseRequestInfo } from '../../../src/proxy/index.js';
+import { ClusterShardView, decide, isRefusal, parseApiRequest, type RequestInfo } from '../../../src/proxy/index.js';
 import type { RouteTable } from '../../../src/transport/index.js';
 import { clusterFixture, routeTableFixture } from './route-table-fixture.js';
 
@@ -14,14 +14,21 @@ const table: RouteTable = routeTableFixture({
   ],
 });
 const view = new ClusterShardView({ table, route: table.clusters[0]!, fenced: false });
-const request = (method: string, path: string, query = '') => decide(parseRequestInfo(method, path, new URLSearchParams(query)), view, 's1');
+function infoOf(method: string, target: string): RequestInfo {
+  const parsed = parseApiRequest(method, target);
+  if (isRefusal(parsed)) throw new Error(`refused: ${parsed.message}`);
+  return parsed.info;
+}
+const request = (method: string, path: string, query = '') => decide(infoOf(method, query === '' ? path : `${path}?${query}`), view, 's1');
 const HASH = 'ctrlmesh.kusionstack.io/shard-hash';
 
 describe('decide', () => {
   it('injects the owned buckets into lists and watches, AND the limits for the resources they name', () => {
-    expect(request('GET', '/api/v1/configmaps')).toEqual({ kind: 'forward', labelSelector: `${HASH} in (15,3)`, filterWatch: false });
-    expect(request('GET', '/api/v1/namespaces/ns-b/pods', 'watch=1')).toEqual({ kind: 'forward', labelSelector: `app=foo,${HASH} in (15,3)`, filterWatch: true });
-    expect(request('GET', '/api/v1/nodes')).toEqual({ kind: 'forward', labelSelector: `app=foo,${HASH} in (15,3)`, filterWatch: false });
+    expect(request('GET', '/api/v1/configmaps')).toEqual({ kind: 'forward', sharded: true });
+    expect(view.selectorFor('', 'configmaps')).toBe(`${HASH} in (15,3)`);
+    expect(request('GET', '/api/v1/namespaces/ns-b/pods', 'watch=1')).toEqual({ kind: 'forward', sharded: true });
+    expect(view.selectorFor('', 'pods')).toBe(`app=foo,${HASH} in (15,3)`);
+    expect(request('GET', '/api/v1/nodes')).toEqual({ kind: 'forward', sharded: true });
     expect(request('GET', '/api/v1/persistentvolumes')).toEqual({ kind: 'forward' });
     expect(request('GET', '/version')).toEqual({ kind: 'forward' });
   });
@@ -49,8 +56,33 @@ describe('decide', () => {
     expect(empty.selectorFor('', 'configmaps')).toBe(`${HASH},!${HASH}`);
   });
 
-  it('never weakens the client selector', () => {
-    expect(withClientSelector(null, 'a in (1)')).toBe('a in (1)');
-    expect(withClientSelector('app=x', 'a in (1)')).toBe('app=x,a in (1)');
+  it('never weakens the client selector, and sends only what it parsed', () => {
+    expect(view.selectorWith('', 'configmaps', undefined)).toBe(`${HASH} in (15,3)`);
+    expect(view.selectorWith('', 'configmaps', 'app=x')).toBe(`app=x,${HASH} in (15,3)`);
+    // A client asking for another shard's bucket gets a selector that matches nothing, not that bucket.
+    expect(view.selectorWith('', 'configmaps', `${HASH}=16`)).toBe(`${HASH},!${HASH}`);
+    expect(view.selectorWith('', 'configmaps', `!${HASH}`)).toBe(`${HASH},!${HASH}`);
+    expect(view.selectorWith('', 'configmaps', `${HASH} notin (3)`)).toBe(`${HASH}=15`);
+    // An unbalanced set would swallow text appended to it: refused, never concatenated.
+    expect(() => view.selectorWith('', 'configmaps', 'app in (a')).toThrow(/expected/u);
+  });
+
+  it('gives a Namespace object the bucket of its own name', () => {
+    expect(request('GET', '/api/v1/namespaces/ns-a')).toEqual({ kind: 'forward' });
+    expect(request('GET', '/api/v1/namespaces/ns-b')).toMatchObject({ kind: 'deny', body: { code: 404 } });
+    expect(request('DELETE', '/api/v1/namespaces/ns-b')).toMatchObject({ kind: 'deny', body: { code: 403 } });
+    expect(request('PATCH', '/api/v1/namespaces/ns-b')).toMatchObject({ kind: 'deny', body: { code: 403 } });
+    expect(request('PUT', '/api/v1/namespaces/ns-b/finalize')).toMatchObject({ kind: 'deny', body: { code: 403 } });
+    expect(request('PUT', '/api/v1/namespaces/ns-a/status')).toEqual({ kind: 'forward' });
+    // A create names its namespace in the body: the handler fills it in; unnamed, it cannot be judged.
+    expect(request('POST', '/api/v1/namespaces')).toMatchObject({ kind: 'deny', body: { code: 403 } });
+    expect(request('DELETE', '/api/v1/namespaces')).toMatchObject({ kind: 'deny', body: { code: 403 } });
+    expect(request('GET', '/api/v1/namespaces')).toEqual({ kind: 'forward' });
+  });
+
+  it('judges the pods and services proxy subresources by the namespace', () => {
+    expect(request('GET', '/api/v1/namespaces/ns-b/pods/p/proxy/metrics')).toMatchObject({ kind: 'deny', body: { code: 404 } });
+    expect(request('POST', '/api/v1/namespaces/ns-b/services/s:http/proxy/x')).toMatchObject({ kind: 'deny', body: { code: 403 } });
+    expect(request('GET', '/api/v1/namespaces/ns-a/pods/p/proxy/metrics')).toEqual({ kind: 'forward' });
   });
 });

@@ -1,10 +1,14 @@
 import { describe, expect, it } from 'vitest';
-import { LockRenamer, parseRequestInfo, type ResourceRequest } from '../../../src/proxy/index.js';
+import { LockRenamer, isRefusal, parseApiRequest, type ResourceRequest } from '../../../src/proxy/index.js';
 
-const info = (method: string, path: string): ResourceRequest => parseRequestInfo(method, path, new URLSearchParams()) as ResourceRequest;
+function info(method: string, path: string): ResourceRequest {
+  const parsed = parseApiRequest(method, path);
+  if (isRefusal(parsed) || parsed.info.kind !== 'resource') throw new Error(`not a resource request: ${path}`);
+  return parsed.info;
+}
 
 describe('LockRenamer', () => {
-  const renamer = new LockRenamer('operator-leader', 'shard-1');
+  const renamer = new LockRenamer({ leaderElectionName: 'operator-leader', shard: 'shard-1', namespace: 'op' });
 
   it('recognises the lock by path for leases, configmaps and endpoints, and creates by body', () => {
     expect(renamer.concerns(info('GET', '/apis/coordination.k8s.io/v1/namespaces/op/leases/operator-leader'))).toBe('path');
@@ -13,6 +17,11 @@ describe('LockRenamer', () => {
     expect(renamer.concerns(info('POST', '/apis/coordination.k8s.io/v1/namespaces/op/leases'))).toBe('body');
     expect(renamer.concerns(info('GET', '/api/v1/namespaces/op/configmaps/other'))).toBeUndefined();
     expect(renamer.concerns(info('GET', '/api/v1/namespaces/op/secrets/operator-leader'))).toBeUndefined();
+  });
+
+  it('leaves the same name in any other namespace an ordinary object', () => {
+    expect(renamer.concerns(info('PUT', '/apis/coordination.k8s.io/v1/namespaces/victim/leases/operator-leader'))).toBeUndefined();
+    expect(renamer.concerns(info('POST', '/apis/coordination.k8s.io/v1/namespaces/victim/leases'))).toBeUndefined();
   });
 
   it('renames on the way in and back on the way out', () => {
