@@ -12,7 +12,12 @@ export interface ApiServerOptions extends ServerStartOptions {
   etcd: { url: string };
   /** The cluster's name: etcd prefix, kubeconfig context and cluster name. Its dir holds certificates and keys. */
   name: string;
+  /** Where to write an audit log of every request at Metadata level (JSON lines), e.g. to judge what executed. */
+  auditLogPath?: string;
 }
+
+/** Every request, at Metadata level: who, verb, objectRef and request URI, no bodies. */
+const AUDIT_POLICY = JSON.stringify({ apiVersion: 'audit.k8s.io/v1', kind: 'Policy', omitStages: ['RequestReceived'], rules: [{ level: 'Metadata' }] });
 
 /** A cluster's connection details: plain data, so it can cross process boundaries (vitest's provide/inject). */
 export interface ClusterInfo {
@@ -67,6 +72,7 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
     saPublic: join(dir, 'sa.pub'),
     saPrivate: join(dir, 'sa.key'),
     kubeconfig: join(dir, 'kubeconfig'),
+    auditPolicy: join(dir, 'audit-policy.json'),
   };
   await Promise.all([
     writeFile(files.ca, ca.certPem),
@@ -75,7 +81,12 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
     writeFile(files.saPublic, serviceAccount.publicKeyPem),
     writeFile(files.saPrivate, serviceAccount.privateKeyPem, { mode: 0o600 }),
     writeKubeconfig(files.kubeconfig, [{ name, server, caPem: ca.certPem, clientCertPem: admin.certPem, clientKeyPem: admin.keyPem }]),
+    ...(options.auditLogPath === undefined ? [] : [writeFile(files.auditPolicy, AUDIT_POLICY)]),
   ]);
+  const audit =
+    options.auditLogPath === undefined
+      ? []
+      : [`--audit-policy-file=${files.auditPolicy}`, `--audit-log-path=${options.auditLogPath}`, '--audit-log-format=json', '--audit-log-mode=blocking'];
 
   const identity = { caPem: ca.certPem, certPem: admin.certPem, keyPem: admin.keyPem };
   const apiServer = new ServerProcess({
@@ -100,6 +111,7 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
       `--service-account-issuer=${server}`,
       `--service-account-key-file=${files.saPublic}`,
       `--service-account-signing-key-file=${files.saPrivate}`,
+      ...audit,
     ],
     probe: async () => (await httpsStatus(`${server}/readyz`, identity)) === 200,
     // A cold kube-apiserver on 2 busy cores needs well over the usual few seconds.

@@ -113,7 +113,11 @@ export function createApiHandler(options: ApiHandlerOptions): (request: FastifyR
         try {
           body = request.body === undefined || request.body === null ? '' : await readBoundedBody(request.body as Readable, requests.maxBodyBytes, request.headers['content-length']);
         } catch (err) {
-          if (err instanceof BodyTooLargeError) return refuse(statusFor(413, err.message));
+          if (err instanceof BodyTooLargeError) {
+            // The rest of the body stays unread: the connection cannot carry another request.
+            reply.header('connection', 'close');
+            return refuse(statusFor(413, err.message));
+          }
           throw err;
         }
         if (concerns === 'body' && renamer) {

@@ -83,6 +83,7 @@ describe('the proxy in front of real API servers, with a static route table', ()
     await labelled('theirs', foreignNs, { app: 'demo' });
     const table = routeTable({
       shard: 'shard-1',
+      operator: `${operatorNs}/demo`,
       homeCluster: a.name,
       clusters: [
         clusterRoute(a, [...owned], { bucketOwners: { [String(bucket(foreignNs))]: 'shard-2' } }),

@@ -14,23 +14,40 @@ export class BodyTooLargeError extends CtrlmeshError {
 
 /**
  * Reads a whole body, but never more than `limit` bytes: a declared Content-Length over it fails before any byte
- * is read, a longer stream fails as soon as it passes it (and is destroyed).
+ * is read, a longer stream as soon as it passes it. The rest is left unread (not destroyed), so the 413 still
+ * reaches the client; the caller closes the connection after it.
  */
-export async function readBoundedBody(stream: Readable, limit: number, declaredLength?: string): Promise<string> {
-  if (declaredLength !== undefined && Number(declaredLength) > limit) {
-    stream.destroy();
-    throw new BodyTooLargeError(limit);
-  }
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of stream) {
-    const buffer = typeof chunk === 'string' ? Buffer.from(chunk) : (chunk as Buffer);
-    size += buffer.length;
-    if (size > limit) {
-      stream.destroy();
-      throw new BodyTooLargeError(limit);
-    }
-    chunks.push(buffer);
-  }
-  return Buffer.concat(chunks).toString('utf8');
+export function readBoundedBody(stream: Readable, limit: number, declaredLength?: string): Promise<string> {
+  if (declaredLength !== undefined && Number(declaredLength) > limit) return Promise.reject(new BodyTooLargeError(limit));
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const done = (): void => {
+      stream.off('data', onData);
+      stream.off('end', onEnd);
+      stream.off('error', onError);
+    };
+    const onData = (chunk: Buffer | string): void => {
+      const buffer = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
+      size += buffer.length;
+      if (size > limit) {
+        done();
+        stream.pause();
+        reject(new BodyTooLargeError(limit));
+        return;
+      }
+      chunks.push(buffer);
+    };
+    const onEnd = (): void => {
+      done();
+      resolve(Buffer.concat(chunks).toString('utf8'));
+    };
+    const onError = (err: Error): void => {
+      done();
+      reject(err);
+    };
+    stream.on('data', onData);
+    stream.on('end', onEnd);
+    stream.on('error', onError);
+  });
 }

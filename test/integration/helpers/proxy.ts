@@ -41,10 +41,18 @@ export function clusterRoute(info: Pick<ClusterInfo, 'name' | 'server' | 'caPem'
   return { name: info.name, server: info.server, caPem: info.caPem, buckets: [...buckets].sort((a, b) => a - b), limits: [], ...extra };
 }
 
-export function routeTable(options: { shard: string; version?: number; homeCluster: string; clusters: ClusterRoute[]; leaseSeconds?: number }): RouteTable {
+export function routeTable(options: {
+  shard: string;
+  version?: number;
+  homeCluster: string;
+  clusters: ClusterRoute[];
+  leaseSeconds?: number;
+  /** `<namespace>/<name>`: the leader-election lock is renamed in that namespace only. */
+  operator?: string;
+}): RouteTable {
   return {
     schema: 1,
-    operator: 'operator-demo/demo',
+    operator: options.operator ?? 'operator-demo/demo',
     shard: options.shard,
     version: options.version ?? 1,
     issuedAt: new Date().toISOString(),
