@@ -34,7 +34,8 @@ export interface ApiHandlerOptions {
 }
 
 function isNamespaceCreate(info: ResourceRequest): boolean {
-  return info.verb === 'create' && info.group === '' && info.resource === 'namespaces' && info.subresource === undefined;
+  // Sent to the collection: a POST to a named path already has its namespace (the name) from the path.
+  return info.verb === 'create' && info.group === '' && info.resource === 'namespaces' && info.name === undefined;
 }
 
 /** `metadata.name` of a JSON object body, if it has one. */

@@ -26,7 +26,8 @@ export class LockRenamer {
     if (info.namespace !== this.namespace) return undefined;
     if (!LOCK_RESOURCES.has(`${info.group}/${info.resource}`) || info.subresource !== undefined) return undefined;
     if (info.name === this.original) return 'path';
-    return info.verb === 'create' ? 'body' : undefined;
+    // Only a create sent to the collection names its object in the body (a POST to a named path is not one).
+    return info.verb === 'create' && info.name === undefined ? 'body' : undefined;
   }
 
   /** Replaces the lock's name, the path's last segment, keeping everything before it. */
