@@ -38,11 +38,17 @@ function isNamespaceCreate(info: ResourceRequest): boolean {
   return info.verb === 'create' && info.group === '' && info.resource === 'namespaces' && info.name === undefined;
 }
 
-/** `metadata.name` of a JSON object body, if it has one. */
-function nameInBody(body: string): string | undefined {
+/**
+ * The namespace a Namespace create makes: `metadata.name` of a JSON body. Undefined (so refused) when the body
+ * also carries another `metadata.namespace`, which the API server records as the request's namespace.
+ */
+function namespaceCreated(body: string): string | undefined {
   try {
-    const name: unknown = (JSON.parse(body) as { metadata?: { name?: unknown } } | null)?.metadata?.name;
-    return typeof name === 'string' && name !== '' ? name : undefined;
+    const metadata = (JSON.parse(body) as { metadata?: { name?: unknown; namespace?: unknown } } | null)?.metadata;
+    const name = metadata?.name;
+    if (typeof name !== 'string' || name === '') return undefined;
+    const namespace = metadata?.namespace;
+    return namespace === undefined || namespace === '' || namespace === name ? name : undefined;
   } catch {
     return undefined;
   }
@@ -126,7 +132,7 @@ export function createApiHandler(options: ApiHandlerOptions): (request: FastifyR
           lock = renamed !== body;
           body = renamed;
         }
-        if (namespaceCreate) info = { ...info, namespace: nameInBody(body) };
+        if (namespaceCreate) info = { ...info, namespace: namespaceCreated(body) };
       } else if (concerns === 'path' && renamer) {
         lock = true;
         path = renamer.renamePath(path);
