@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -29,6 +29,15 @@ const WATCH_UPDATES = 400;
 interface Target {
   name: string;
   pool: Pool;
+  /** The serving process, for its CPU time per request (none for direct calls). */
+  pid?: number;
+}
+
+/** CPU ms (user + system) a process has used so far, from /proc (clock ticks of 10 ms). */
+async function processCpuMs(pid: number | undefined): Promise<number> {
+  if (pid === undefined) return 0;
+  const fields = (await readFile(`/proc/${pid}/stat`, 'utf8')).split(') ')[1]!.split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * 10;
 }
 
 async function call(target: Target, path: string): Promise<void> {
@@ -252,41 +261,51 @@ const benchmark: Benchmark = {
 
       progress('starting ctrlmesh proxy (built CLI)');
       await writeFile(join(dir, 'table.json'), JSON.stringify(routeTable(server, bucket)));
-      const [apiPort, opsPort] = [await freePort(), await freePort()];
-      const ctrlmesh = spawn(
-        process.execPath,
-        [
-          '--expose-gc', '--import', pathToFileURL(GC_PROBE).href,
-          // BENCH_PROXY_CPU_PROF=<dir>: a CPU profile of the proxy over the whole run, written when it stops.
-          ...(process.env.BENCH_PROXY_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROXY_CPU_PROF}`] : []),
-          CLI, 'proxy', '--route-table', join(dir, 'table.json'), '--credentials', server.kubeconfigPath, '--store', join(dir, 'store.json'),
-          '--listen', `127.0.0.1:${apiPort}`, '--ops-listen', `127.0.0.1:${opsPort}`, '--log-level', 'warn',
-        ],
-        { stdio: ['ignore', 'pipe', 'inherit'] },
-      );
-      children.push(ctrlmesh);
-      await waitForLine(ctrlmesh, /proxy listening on/);
-      const apiUrl = `http://127.0.0.1:${apiPort}`;
+      const startCtrlmesh = async (cli: string, name: string): Promise<{ child: ChildProcess; apiUrl: string }> => {
+        const [apiPort, opsPort] = [await freePort(), await freePort()];
+        const child = spawn(
+          process.execPath,
+          [
+            '--expose-gc', '--import', pathToFileURL(GC_PROBE).href,
+            // BENCH_PROXY_CPU_PROF=<dir>: a CPU profile of the proxy over the whole run, written when it stops.
+            ...(process.env.BENCH_PROXY_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROXY_CPU_PROF}`] : []),
+            cli, 'proxy', '--route-table', join(dir, 'table.json'), '--credentials', server!.kubeconfigPath, '--store', join(dir, `store-${name}.json`),
+            '--listen', `127.0.0.1:${apiPort}`, '--ops-listen', `127.0.0.1:${opsPort}`, '--log-level', 'warn',
+          ],
+          { stdio: ['ignore', 'pipe', 'inherit'] },
+        );
+        children.push(child);
+        await waitForLine(child, /proxy listening on/);
+        return { child, apiUrl: `http://127.0.0.1:${apiPort}` };
+      };
+      const { child: ctrlmesh, apiUrl } = await startCtrlmesh(CLI, 'current');
+      // BENCH_PROXY_BASELINE=<another checkout's dist/src/cli/main.js>: that build runs beside this one, in the same rounds.
+      const baselineCli = process.env.BENCH_PROXY_BASELINE;
+      const baseline = baselineCli ? await startCtrlmesh(baselineCli, 'baseline') : undefined;
 
       const targets: Target[] = [
         direct,
-        { name: 'kubectl proxy', pool: new Pool(`http://127.0.0.1:${kubectlPort}`, { connections: CONCURRENCY }) },
-        { name: 'ctrlmesh proxy', pool: new Pool(apiUrl, { connections: CONCURRENCY }) },
+        { name: 'kubectl proxy', pool: new Pool(`http://127.0.0.1:${kubectlPort}`, { connections: CONCURRENCY }), pid: kubectlProxy.pid },
+        { name: 'ctrlmesh proxy', pool: new Pool(apiUrl, { connections: CONCURRENCY }), pid: ctrlmesh.pid },
+        ...(baseline ? [{ name: 'ctrlmesh proxy (baseline build)', pool: new Pool(baseline.apiUrl, { connections: CONCURRENCY }), pid: baseline.child.pid }] : []),
       ];
-      pools.push(targets[1]!.pool, targets[2]!.pool);
+      pools.push(...targets.slice(1).map((t) => t.pool));
       const paths = { GET: `/api/v1/namespaces/${NAMESPACE}/configmaps/cm-1`, LIST: `/api/v1/namespaces/${NAMESPACE}/configmaps?labelSelector=app%3Dbench` };
       const rows: BenchRow[] = [];
       const loads: number[] = [loadavg()[0]!];
       for (const [verb, path] of Object.entries(paths)) {
         // Per target: one { p50, p99, rps } per round. Targets take turns within a round (order rotated each
         // round), so a burst of other work on the machine lands on all three rather than on one.
-        const perRound = targets.map(() => [] as { p50: number; p99: number; rps: number }[]);
+        const perRound = targets.map(() => [] as { p50: number; p99: number; rps: number; cpuUsPerRequest: number }[]);
         for (let r = 0; r < ROUNDS; r++) {
           progress(`${verb} round ${r + 1}/${ROUNDS}: each target ${LATENCY_REQUESTS} sequential, then ${THROUGHPUT_REQUESTS} with ${CONCURRENCY} in flight`);
           for (let k = 0; k < targets.length; k++) {
             const t = (r + k) % targets.length;
+            const cpuBefore = await processCpuMs(targets[t]!.pid);
             const times = await latencies(targets[t]!, path, LATENCY_REQUESTS);
-            perRound[t]!.push({ p50: percentile(times, 0.5), p99: percentile(times, 0.99), rps: await throughput(targets[t]!, path, THROUGHPUT_REQUESTS) });
+            const rps = await throughput(targets[t]!, path, THROUGHPUT_REQUESTS);
+            const cpuUsPerRequest = ((await processCpuMs(targets[t]!.pid)) - cpuBefore) * 1000 / (LATENCY_REQUESTS + THROUGHPUT_REQUESTS);
+            perRound[t]!.push({ p50: percentile(times, 0.5), p99: percentile(times, 0.99), rps, cpuUsPerRequest });
           }
           loads.push(loadavg()[0]!);
         }
@@ -305,6 +324,8 @@ const benchmark: Benchmark = {
             vsDirect: round(over(runs, (m, r) => m.rps / base[r]!.rps), 2),
             vsKubectlProxy: round(over(runs, (m, r) => m.rps / kubectlRuns[r]!.rps), 2),
             vsKubectlProxyMin: round(Math.min(...runs.map((m, r) => m.rps / kubectlRuns[r]!.rps)), 2),
+            // CPU of the serving process per request (proxies only), next to the wall-clock figures.
+            cpuUsPerRequest: round(over(runs, (m) => m.cpuUsPerRequest), 1),
           });
         });
       }
