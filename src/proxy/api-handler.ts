@@ -111,31 +111,31 @@ export function createApiHandler(options: ApiHandlerOptions): (request: FastifyR
     if (info.kind === 'resource') {
       const concerns = renamer?.concerns(info);
       const namespaceCreate = isNamespaceCreate(info);
-      // Bodies read to judge the request: a lock create (its name is renamed) and a Namespace create (its name is
-      // its bucket). Whatever was read is what is forwarded.
-      if (concerns === 'body' || namespaceCreate) {
+      // Bodies read to judge the request: the lock's (its name is renamed, in a create's body or an update's) and a
+      // Namespace create's (its name is its bucket). Whatever was read is what is forwarded.
+      if (concerns !== undefined || namespaceCreate) {
         if (namespaceCreate && !isJson(request.headers['content-type'])) {
           return refuse(statusFor(415, 'a Namespace create must be sent as JSON: the proxy reads its name to judge its bucket'));
         }
-        try {
-          body = request.body === undefined || request.body === null ? '' : await readBoundedBody(request.body as Readable, requests.maxBodyBytes, request.headers['content-length']);
-        } catch (err) {
-          if (err instanceof BodyTooLargeError) {
-            // The rest of the body stays unread: the connection cannot carry another request.
-            reply.header('connection', 'close');
-            return refuse(statusFor(413, err.message));
+        if (request.body !== undefined && request.body !== null) {
+          try {
+            body = await readBoundedBody(request.body as Readable, requests.maxBodyBytes, request.headers['content-length']);
+          } catch (err) {
+            if (err instanceof BodyTooLargeError) {
+              // The rest of the body stays unread: the connection cannot carry another request.
+              reply.header('connection', 'close');
+              return refuse(statusFor(413, err.message));
+            }
+            throw err;
           }
-          throw err;
         }
-        if (concerns === 'body' && renamer) {
-          const renamed = renamer.renameBody(body);
-          lock = renamed !== body;
+        if (concerns !== undefined && renamer) {
+          const renamed = body === undefined ? undefined : renamer.renameBody(body);
+          lock = concerns === 'path' || renamed !== body;
           body = renamed;
+          if (concerns === 'path') path = renamer.renamePath(path);
         }
-        if (namespaceCreate) info = { ...info, namespace: namespaceCreated(body) };
-      } else if (concerns === 'path' && renamer) {
-        lock = true;
-        path = renamer.renamePath(path);
+        if (namespaceCreate) info = { ...info, namespace: namespaceCreated(body ?? '') };
       }
     }
     // A lock is the shard's own: it lives in the operator's namespace, whatever bucket that is.

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { seededRandom } from '../../bench/harness.js';
 import { startApiServer, writeKubeconfig, type ApiServerHandle } from '../../src/dev/index.js';
 import { parseSelector } from '../../src/sharding/index.js';
 import { HASH_LABEL, bucket, clusterRoute, namespaceOutside, routeTable, silent, startTestProxy, type TestProxy } from './helpers/proxy.js';
@@ -15,18 +16,6 @@ const REQUESTS = Number(process.env.CTRLMESH_FUZZ_REQUESTS ?? 5000);
 const CONCURRENCY = 16;
 const PROXY_USER = 'ctrlmesh-proxy';
 const LOCK = 'demo-leader';
-
-/** mulberry32: small, fast, seeded. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 interface AuditEvent {
   stage: string;
@@ -82,7 +71,7 @@ describe('differential fuzz: the API server as the oracle', () => {
   });
 
   it(`sends ${REQUESTS} generated requests (seed ${SEED}); the API server executes none on an unowned namespace`, async () => {
-    const random = prng(SEED);
+    const random = seededRandom(SEED);
     const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)]!;
     const chance = (p: number): boolean => random() < p;
     const encode = (text: string): string =>
