@@ -2,5 +2,5 @@ export { BodyTooLargeError, DEFAULT_MAX_BODY_BYTES, readBoundedBody } from './bo
 export { keptRawHeaders, stripHeaders, type HeaderPolicy } from './headers.js';
 export { encodeSegment } from './percent.js';
 export { isRefusal, parseApiRequest, type ApiRequest } from './parse.js';
-export { QueryParams, goBool } from './query.js';
+export { type QueryParams } from './query.js';
 export { isWrite, type NonResourceRequest, type Refusal, type RequestInfo, type ResourceRequest, type Verb } from './request-info.js';
