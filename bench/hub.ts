@@ -5,8 +5,9 @@ import { join } from 'node:path';
 import { CoreV1Api, CustomObjectsApi, KubeConfig, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { AGENT_DEFAULTS, startAgent } from '../src/agent/index.js';
-import { freePort, startTestbed, type Testbed } from '../src/dev/index.js';
-import { HUB_DEFAULTS, startHub } from '../src/hub/index.js';
+import { readFileSync } from 'node:fs';
+import { freePort, natsClientConfig, startTestbed, type NatsEndpoint, type Testbed } from '../src/dev/index.js';
+import { HUB_DEFAULTS, startHub, type HubOptions } from '../src/hub/index.js';
 import {
   MESSAGE_SCHEMA_VERSION,
   Messages,
@@ -15,11 +16,24 @@ import {
   publishMessage,
   requestMessage,
   watchRouteTable,
-  type ClusterReport,
 } from '../src/transport/index.js';
+import { busSecurityRows, simulatedReport } from './bus.js';
 import { percentile, round, type Benchmark, type BenchRow } from './harness.js';
 
 const logger = pino({ level: 'silent' });
+
+/** The hub's side of a bed's NATS: its connection, signing key and agent issuer. */
+async function hubSide(nats: NatsEndpoint, clusters: string[]): Promise<Pick<HubOptions, 'nats' | 'tokens' | 'signingSeed' | 'agentIssuer'>> {
+  const auth = nats.security?.auth;
+  if (!auth) throw new Error('the bench bed runs NATS without security');
+  const seed = (path: string): string => readFileSync(path, 'utf8').trim();
+  return {
+    nats: await natsClientConfig(nats, { role: 'hub' }),
+    tokens: clusters.map((cluster) => ({ cluster, token: TOKEN })),
+    signingSeed: seed(auth.routeSigningSeed),
+    agentIssuer: { seed: seed(auth.issuerSeed), account: auth.accountPublicKey },
+  };
+}
 const TOKEN = 'bench-token';
 const GROUP = 'ctrlmesh.kusionstack.io';
 const NS = 'bench-hub';
@@ -51,16 +65,14 @@ async function changeToRouteTable(bed: Testbed, debounceMs: number, progress: (m
   if (!info) throw new Error('the bench bed has no cluster');
   const kc = new KubeConfig();
   kc.loadFromFile(info.kubeconfigPath);
-  const nats = bed.info.nats.url;
-  const hub = await startHub(
-    { ...HUB_DEFAULTS, nats, tokens: [TOKEN], identity: 'bench-hub', debounceMs, listen: { host: '127.0.0.1', port: 0 } },
-    { logger },
-  );
+  const side = await hubSide(bed.info.nats, ['bench']);
+  const hub = await startHub({ ...HUB_DEFAULTS, ...side, identity: 'bench-hub', debounceMs, listen: { host: '127.0.0.1', port: 0 } }, { logger });
+  const nats = await natsClientConfig(bed.info.nats, { role: 'bootstrap' });
   const agent = await startAgent(
     { ...AGENT_DEFAULTS, cluster: 'bench', clusterLabels: {}, kc, nats, token: TOKEN, hash: { algorithm: 'kusionstack' }, debounceMs, listen: { host: '127.0.0.1', port: 0 } },
     { logger },
   );
-  const link = await connectNats({ servers: nats, name: 'bench-watch', logger });
+  const link = await connectNats({ config: await natsClientConfig(bed.info.nats, { role: 'proxy', operator: `${NS}/bench`, shard: 'bench/bench' }), name: 'bench-watch', logger });
   const api = kc.makeApiClient(CustomObjectsApi);
   const params = { group: GROUP, version: 'v1alpha1', namespace: NS, plural: 'shardingconfigs', name: 'bench' };
   let waiting: { bucket: number; resolve: () => void } | undefined;
@@ -69,6 +81,7 @@ async function changeToRouteTable(bed: Testbed, debounceMs: number, progress: (m
     operator: `${NS}/bench`,
     shard: 'bench/bench',
     logger,
+    trusted: [bed.info.nats.security?.auth.routeSigningPublicKey ?? ''],
     onTable: (table) => {
       if (waiting && table.clusters[0]?.buckets.join() === String(waiting.bucket)) waiting.resolve();
     },
@@ -111,8 +124,8 @@ async function changeToRouteTable(bed: Testbed, debounceMs: number, progress: (m
 }
 
 /** Wall time from the leader's crash (no lease release) until the standby leads, with the default lease. */
-async function failover(nats: string, progress: (m: string) => void): Promise<BenchRow> {
-  const options = { ...HUB_DEFAULTS, nats, tokens: [TOKEN], listen: { host: '127.0.0.1', port: 0 } };
+async function failover(nats: NatsEndpoint, progress: (m: string) => void): Promise<BenchRow> {
+  const options = { ...HUB_DEFAULTS, ...(await hubSide(nats, [])), listen: { host: '127.0.0.1', port: 0 } };
   const times: number[] = [];
   for (let i = 0; i < 3; i++) {
     progress(`failover ${i + 1}/3`);
@@ -139,33 +152,24 @@ async function metric(url: string, name: string): Promise<number> {
   return Number(line?.split(' ').at(-1));
 }
 
-function simulatedReport(cluster: string, now: Date): ClusterReport {
-  return {
-    schema: MESSAGE_SCHEMA_VERSION,
-    cluster,
-    sentAt: now.toISOString(),
-    hash: { algorithm: 'fnv', bucketCount: 32, labels: { hash: 'ctrlmesh.kusionstack.io/sharding-hash', namespace: 'ctrlmesh.kusionstack.io/namespace', control: 'ctrlmesh.kusionstack.io/control' } },
-    shardingConfigs: [],
-    circuitBreakers: [],
-    faultInjections: [],
-    pods: [],
-    namespaces: Array.from({ length: 20 }, (_, i) => ({ name: `ns-${i}`, labels: {} })),
-    objectCounts: Array.from({ length: 20 }, (_, i) => ({ namespace: `ns-${i}`, resource: 'configmaps', count: 10 + i })),
-  };
-}
-
 /** A hub process (the real CLI) serving 500 simulated clusters that heartbeat every 2 s: its CPU and memory. */
-async function heartbeatLoad(nats: string, dir: string, progress: (m: string) => void): Promise<BenchRow> {
+async function heartbeatLoad(bed: Testbed, dir: string, progress: (m: string) => void): Promise<BenchRow> {
+  const auth = bed.info.nats.security?.auth;
+  const caFile = bed.info.nats.security?.caFile;
+  if (!auth || !caFile) throw new Error('the bench bed runs NATS without security');
+  const names = Array.from({ length: SIMULATED_CLUSTERS }, (_, i) => `sim-${String(i).padStart(3, '0')}`);
   const tokenFile = join(dir, 'tokens');
-  await writeFile(tokenFile, `${TOKEN}\n`);
+  await writeFile(tokenFile, names.map((name) => `${name} ${TOKEN}\n`).join(''));
+  const caPem = bed.info.clusters[0]?.caPem ?? '';
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const child = spawn(
     process.execPath,
-    [join(import.meta.dirname, '..', 'src', 'cli', 'main.js'), 'hub', '--nats', nats, '--token-file', tokenFile, '--listen', `127.0.0.1:${port}`, '--log-level', 'warn', '--identity', 'bench-load'],
+    [join(import.meta.dirname, '..', 'src', 'cli', 'main.js'), 'hub', '--nats', bed.info.nats.url, '--nats-ca', caFile, '--nats-creds', auth.hubCreds, '--signing-key', auth.routeSigningSeed, '--token-file', tokenFile, '--listen', `127.0.0.1:${port}`, '--log-level', 'warn', '--identity', 'bench-load'],
     { stdio: ['ignore', 'ignore', 'inherit'] },
   );
-  const link = await connectNats({ servers: nats, name: 'bench-clusters', logger });
+  // The simulated clusters speak with the hub's identity: one connection may then publish for all 500.
+  const link = await connectNats({ config: await natsClientConfig(bed.info.nats, { role: 'hub' }), name: 'bench-clusters', logger });
   let timer: NodeJS.Timeout | undefined;
   try {
     for (let i = 0; ; i++) {
@@ -174,7 +178,6 @@ async function heartbeatLoad(nats: string, dir: string, progress: (m: string) =>
       if (i > 300) throw new Error('the hub process did not become leader');
       await new Promise((r) => setTimeout(r, 100));
     }
-    const names = Array.from({ length: SIMULATED_CLUSTERS }, (_, i) => `sim-${String(i).padStart(3, '0')}`);
     progress(`registering ${names.length} simulated clusters`);
     for (const name of names) {
       await requestMessage({
@@ -182,7 +185,7 @@ async function heartbeatLoad(nats: string, dir: string, progress: (m: string) =>
         subject: Subjects.register,
         request: Messages.registerRequest,
         reply: Messages.registerReply,
-        value: { schema: MESSAGE_SCHEMA_VERSION, token: TOKEN, cluster: { name, labels: {}, server: 'https://127.0.0.1:1', caPem: '' } },
+        value: { schema: MESSAGE_SCHEMA_VERSION, token: TOKEN, cluster: { name, labels: {}, server: 'https://127.0.0.1:1', caPem } },
         timeoutMs: 5_000,
         logger,
       });
@@ -228,16 +231,19 @@ async function heartbeatLoad(nats: string, dir: string, progress: (m: string) =>
 
 const benchmark: Benchmark = {
   name: 'hub',
-  description: `config change to route table (p50/p99 over ${CHANGES} changes, real API server + agent + hub + NATS); leader failover; hub CPU and memory with ${SIMULATED_CLUSTERS} simulated clusters`,
+  description:
+    'heartbeat, report and route-table throughput on an open and a secure (TLS + JWT, an identity per role) NATS side by side, ' +
+    `with secure/open ratios; config change to route table (p50/p99 over ${CHANGES} changes, real API server + agent + hub + NATS); leader failover; hub CPU and memory with ${SIMULATED_CLUSTERS} simulated clusters`,
   run: async ({ progress }) => {
     const dir = await mkdtemp(join(tmpdir(), 'ctrlmesh-bench-hub-'));
     const bed = await startTestbed({ clusters: 1, dir, onProgress: progress });
     try {
       const rows: BenchRow[] = [];
+      rows.push(...(await busSecurityRows({ dir, caPem: bed.info.clusters[0]?.caPem ?? '', logger, progress })));
       rows.push(await changeToRouteTable(bed, HUB_DEFAULTS.debounceMs, progress));
       rows.push(await changeToRouteTable(bed, 20, progress));
-      rows.push(await failover(bed.info.nats.url, progress));
-      rows.push(await heartbeatLoad(bed.info.nats.url, dir, progress));
+      rows.push(await failover(bed.info.nats, progress));
+      rows.push(await heartbeatLoad(bed, dir, progress));
       return rows;
     } finally {
       await bed.down();

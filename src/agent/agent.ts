@@ -10,10 +10,10 @@ import {
   MESSAGE_SCHEMA_VERSION,
   Messages,
   Subjects,
-  connectNats,
   publishMessage,
   watchRouteTables,
   type ClusterReport,
+  type NatsClientConfig,
   type NatsLink,
   type RouteTable,
   type Watch,
@@ -23,7 +23,7 @@ import { ClusterWatch } from './cluster-watch.js';
 import { installCrds } from './crds.js';
 import { Labeller, labelWork } from './labeller.js';
 import { DEFAULT_SKIPPED_NAMESPACES } from './labels.js';
-import { registerCluster } from './register.js';
+import { connectAndRegister, type RegisteredLink } from './register.js';
 import { relatedResources } from './related.js';
 import { buildReport } from './report.js';
 import { shardingConfigStatus, statusChanged } from './sharding-status.js';
@@ -36,7 +36,8 @@ export interface AgentOptions {
   /** Labels recorded in the hub's registry (e.g. region), used by roots' cluster selectors. */
   clusterLabels: Record<string, string>;
   kc: KubeConfig;
-  nats: string | string[];
+  /** The bootstrap identity's connection: exchanged at registration for the cluster's own (src/agent/register.ts). */
+  nats: NatsClientConfig;
   token: string;
   hash: HashSettingsInput;
   /** API server URL the proxies should use, when it differs from the kubeconfig's. */
@@ -57,8 +58,11 @@ export interface AgentOptions {
    * and serving certificate are minted in memory.
    */
   webhook?: { tls?: WebhookTls; host: string; port: number; url?: string };
-  /** The image of the proxy sidecar the webhook injects into labelled pods; omitted = no injection. */
-  sidecar?: { image: string };
+  /**
+   * The proxy sidecar the webhook injects into labelled pods; omitted = no injection. `routeSigners` are the hub's
+   * route-signing public keys; `secretName` the Secret, in each pod's namespace, with the proxy's credentials.
+   */
+  sidecar?: { image: string; routeSigners: readonly string[]; secretName: string };
   listen: { host: string; port: number };
 }
 
@@ -86,16 +90,11 @@ export async function startAgent(options: AgentOptions, deps: { logger: Logger; 
   const metrics = createAgentMetrics(registry);
   const settings = createHashSettings(options.hash);
   const abort = new AbortController();
-  const link = await connectNats({ servers: options.nats, name: `ctrlmesh-agent-${options.cluster}`, logger });
-  metrics.natsConnected.set(1);
   const endpoint = clusterEndpoint(options.kc);
   const identity = { name: options.cluster, labels: options.clusterLabels, server: options.advertisedServer ?? endpoint.server, caPem: endpoint.caPem };
-  try {
-    await registerCluster({ link, identity, token: options.token, logger, signal: abort.signal });
-  } catch (err) {
-    await link.close();
-    throw err;
-  }
+  const registered = await connectAndRegister({ nats: options.nats, identity, token: options.token, logger, signal: abort.signal });
+  const { link } = registered;
+  metrics.natsConnected.set(1);
   if (options.installCrds) await installCrds(options.kc);
 
   let webhookUrl: string | undefined;
@@ -112,7 +111,13 @@ export async function startAgent(options: AgentOptions, deps: { logger: Logger; 
       logger,
       metrics,
       ...(options.sidecar
-        ? { injector: { kc: options.kc, proxy: { image: options.sidecar.image, nats: [options.nats].flat(), cluster: options.cluster, settings }, logger } }
+        ? {
+            injector: {
+              kc: options.kc,
+              proxy: { ...options.sidecar, nats: [...options.nats.servers], natsTls: options.nats.tls !== undefined, cluster: options.cluster, settings },
+              logger,
+            },
+          }
         : {}),
     });
     webhookUrl = options.webhook.url ?? `https://${options.webhook.host}:${webhookServer.port}${WEBHOOK_PATH}`;
@@ -120,7 +125,7 @@ export async function startAgent(options: AgentOptions, deps: { logger: Logger; 
 
   const injectUrl = webhookUrl && options.sidecar ? new URL(INJECT_PATH, webhookUrl).href : undefined;
   const webhook = webhookUrl && webhookTls ? { url: webhookUrl, caPem: webhookTls.caPem, ...(injectUrl ? { injectUrl } : {}) } : undefined;
-  const loop = new AgentLoop({ options, settings, link, logger, metrics, signal: abort.signal, identity, webhook });
+  const loop = new AgentLoop({ options, settings, link, registered, logger, metrics, signal: abort.signal, identity, webhook });
   await loop.start();
 
   const ops = Fastify({ logger: false });
@@ -150,6 +155,7 @@ interface LoopContext {
   options: AgentOptions;
   settings: HashSettings;
   link: NatsLink;
+  registered: RegisteredLink;
   logger: Logger;
   metrics: AgentMetrics;
   signal: AbortSignal;
@@ -194,7 +200,8 @@ class AgentLoop {
       this.c.metrics.natsConnected.set(event.state === 'connected' ? 1 : 0);
       if (!event.reconnected) return;
       // The hub may have lost its KV (or been replaced): register again (idempotent) and resend everything.
-      void registerCluster({ link, identity: this.c.identity, token: this.c.options.token, logger, signal: this.c.signal })
+      void this.c.registered
+        .reregister(this.c.signal)
         .then(() => this.schedule())
         .catch((err: unknown) => logger.error({ err }, 'registration after reconnecting failed'));
     });

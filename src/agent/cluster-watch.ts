@@ -48,11 +48,13 @@ export class ClusterWatch {
     this.namespaces = this.watch('/api/v1/namespaces', 'namespaces', () => core.listNamespace());
   }
 
-  /** Whether every informer is listing and watching. */
+  /**
+   * Whether every informer is listing and watching. A related resource the agent may not list does not count: a
+   * namespace admin's ShardingConfig naming a kind outside the agent's role must not stall the cluster's reports.
+   */
   synced(): boolean {
-    return [this.shardingConfigs, this.circuitBreakers, this.faultInjections, this.pods, this.namespaces, ...[...this.related.values()].map((r) => r.watch)].every(
-      (w) => w.synced(),
-    );
+    const related = [...this.related.values()].map((r) => r.watch).filter((w) => !w.forbidden());
+    return [this.shardingConfigs, this.circuitBreakers, this.faultInjections, this.pods, this.namespaces, ...related].every((w) => w.synced());
   }
 
   /** Watches exactly the given related resources; returns those the API server does not serve. */

@@ -15,6 +15,15 @@ export const KUBECONFIG_VOLUME = 'ctrlmesh-kubeconfig';
 export const KUBECONFIG_DIR = '/var/run/ctrlmesh';
 /** Written by the proxy container at start; the operator reads it. */
 export const KUBECONFIG_PATH = `${KUBECONFIG_DIR}/kubeconfig`;
+/** The proxy's credentials (cluster kubeconfig, NATS identity and CA), projected from one Secret; the proxy's mount only. */
+export const CREDENTIALS_VOLUME = 'ctrlmesh-proxy-credentials';
+/** Secret files are mode 0400 (owner read); the kubelet makes them 0440 with the pod's fsGroup as their group. */
+export const CREDENTIALS_MODE = 0o400;
+/**
+ * The group the proxy reads its Secret files through: the image's unprivileged user's (uid and gid 1000). Set as
+ * the pod's fsGroup when the pod has none; with one, the pod's own fsGroup serves the same purpose.
+ */
+export const PROXY_FS_GROUP = 1000;
 
 /** The parts of a container the mutation reads (a V1Container has more; they pass through untouched). */
 export interface PodContainer {
@@ -28,7 +37,12 @@ export interface PodContainer {
 /** The parts of a pod the mutation reads. */
 export interface PodLike {
   metadata?: { name?: string; generateName?: string; namespace?: string; labels?: Record<string, string>; annotations?: Record<string, string> };
-  spec?: { containers?: PodContainer[]; initContainers?: PodContainer[]; volumes?: { name: string }[] };
+  spec?: {
+    containers?: PodContainer[];
+    initContainers?: PodContainer[];
+    volumes?: { name: string }[];
+    securityContext?: { fsGroup?: number };
+  };
 }
 
 /** A ShardingConfig as far as selecting pods goes. */
@@ -46,12 +60,28 @@ export interface ProxyTarget {
   pod: string;
 }
 
+/** One key of a Secret, projected to a file of the volume. */
+export interface SecretItem {
+  key: string;
+  path: string;
+}
+
+/** The Secret of the pod's namespace the proxy reads its credentials from, and which of its keys it gets. */
+export interface ProxyCredentials {
+  secretName: string;
+  /** Only these keys land in the container (a Secret may hold every shard's identity). */
+  items: (target: ProxyTarget) => SecretItem[];
+  /** Where the proxy container mounts them (read-only). */
+  mountPath: string;
+}
+
 export interface SidecarOptions {
   image: string;
   /** Arguments of the proxy container (its image's entrypoint is `ctrlmesh`). */
   args: (target: ProxyTarget) => string[];
   /** Port of the proxy's /healthz and /readyz. */
   opsPort: number;
+  credentials: ProxyCredentials;
 }
 
 export interface JsonPatchOperation {
@@ -100,7 +130,10 @@ function proxyContainer(target: ProxyTarget, options: SidecarOptions): Record<st
       { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
       { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
     ],
-    volumeMounts: [{ name: KUBECONFIG_VOLUME, mountPath: KUBECONFIG_DIR }],
+    volumeMounts: [
+      { name: KUBECONFIG_VOLUME, mountPath: KUBECONFIG_DIR },
+      { name: CREDENTIALS_VOLUME, mountPath: options.credentials.mountPath, readOnly: true },
+    ],
     startupProbe: { httpGet: { path: '/readyz', port: options.opsPort }, periodSeconds: 1, failureThreshold: 600 },
     livenessProbe: { httpGet: { path: '/healthz', port: options.opsPort } },
     securityContext: { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } },
@@ -155,7 +188,9 @@ function operatorContainerPatch(container: PodContainer, index: number): JsonPat
 /**
  * Decides what admission does with a pod (pure): a pod labelled enable-proxy=true that exactly one ShardingConfig
  * of its namespace selects gets the proxy as a native sidecar, an emptyDir where the proxy writes the operator's
- * kubeconfig, and, in the operator's containers only, that kubeconfig through KUBECONFIG and `--kubeconfig`.
+ * kubeconfig, the proxy's credentials from a Secret (only the keys `options.credentials.items` names, mounted
+ * read-only in the proxy alone; the pod's fsGroup set when it has none, so the proxy can read the 0400 files),
+ * and, in the operator's containers only, that kubeconfig through KUBECONFIG and `--kubeconfig`.
  * A labelled pod selected by none or by several is denied, naming them. Re-invocation adds nothing twice.
  */
 export function injectSidecar(pod: PodLike, namespace: string, configs: readonly SelectingConfig[], options: SidecarOptions): InjectionDecision {
@@ -194,16 +229,33 @@ export function injectSidecar(pod: PodLike, namespace: string, configs: readonly
     };
   }
 
+  const target: ProxyTarget = { namespace, shardingConfig: config.name, pod: pod.metadata?.name ?? '' };
   const patch: JsonPatchOperation[] = [];
   const initContainers = spec.initContainers ?? [];
   if (!initContainers.some((c) => c.name === PROXY_CONTAINER_NAME)) {
-    const sidecar = proxyContainer({ namespace, shardingConfig: config.name, pod: pod.metadata?.name ?? '' }, options);
+    const sidecar = proxyContainer(target, options);
     // First among the init containers, so an init container of the operator can already reach the API through it.
     patch.push(spec.initContainers ? { op: 'add', path: '/spec/initContainers/0', value: sidecar } : { op: 'add', path: '/spec/initContainers', value: [sidecar] });
   }
-  if (!(spec.volumes ?? []).some((v) => v.name === KUBECONFIG_VOLUME)) {
-    const volume = { name: KUBECONFIG_VOLUME, emptyDir: {} };
-    patch.push(spec.volumes ? { op: 'add', path: '/spec/volumes/-', value: volume } : { op: 'add', path: '/spec/volumes', value: [volume] });
+  const volumes: Record<string, unknown>[] = [];
+  if (!(spec.volumes ?? []).some((v) => v.name === KUBECONFIG_VOLUME)) volumes.push({ name: KUBECONFIG_VOLUME, emptyDir: {} });
+  if (!(spec.volumes ?? []).some((v) => v.name === CREDENTIALS_VOLUME)) {
+    volumes.push({
+      name: CREDENTIALS_VOLUME,
+      secret: { secretName: options.credentials.secretName, items: options.credentials.items(target), defaultMode: CREDENTIALS_MODE },
+    });
+  }
+  if (volumes.length) {
+    if (spec.volumes) patch.push(...volumes.map((value): JsonPatchOperation => ({ op: 'add', path: '/spec/volumes/-', value })));
+    else patch.push({ op: 'add', path: '/spec/volumes', value: volumes });
+  }
+  // A non-root proxy reads its 0400 Secret files through the pod's fsGroup (the kubelet gives them that group).
+  if (spec.securityContext?.fsGroup === undefined) {
+    patch.push(
+      spec.securityContext
+        ? { op: 'add', path: '/spec/securityContext/fsGroup', value: PROXY_FS_GROUP }
+        : { op: 'add', path: '/spec/securityContext', value: { fsGroup: PROXY_FS_GROUP } },
+    );
   }
   containers.forEach((c, i) => {
     if (operators.has(c.name)) patch.push(...operatorContainerPatch(c, i));

@@ -3,7 +3,17 @@ import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { API_GROUP, API_VERSION, validateManifest, type LabelSelector } from '../api/index.js';
 import { expandRoot, type HashSettings } from '../sharding/index.js';
-import { ENABLE_PROXY_LABEL, KUBECONFIG_DIR, KUBECONFIG_PATH, injectSidecar, type PodLike, type SelectingConfig, type SidecarOptions } from './sidecar-injection.js';
+import {
+  ENABLE_PROXY_LABEL,
+  KUBECONFIG_DIR,
+  KUBECONFIG_PATH,
+  injectSidecar,
+  type PodLike,
+  type ProxyTarget,
+  type SecretItem,
+  type SelectingConfig,
+  type SidecarOptions,
+} from './sidecar-injection.js';
 
 /** Where the agent's webhook server answers pod admission for sidecar injection. */
 export const INJECT_PATH = '/inject-proxy';
@@ -13,6 +23,12 @@ export interface InjectedProxy {
   image: string;
   /** The hub's NATS, as the agent reaches it. */
   nats: readonly string[];
+  /** Whether the agent reaches NATS over TLS: the proxy then verifies the server with the Secret's `nats-ca.crt`. */
+  natsTls: boolean;
+  /** Public keys (N...) of the hub's route-table signing key: the proxy applies only tables they signed. */
+  routeSigners: readonly string[];
+  /** The Secret, in the pod's namespace, holding the proxy's credentials (see proxySecretItems). */
+  secretName: string;
   /** This cluster's name in the registry: shards are named `<cluster>/<config>`. */
   cluster: string;
   /** The agent's hash settings, to expand an auto-sharding root into its children. */
@@ -77,25 +93,47 @@ async function listConfigs(kc: KubeConfig, namespace: string, pod: string, setti
   });
 }
 
+/** The Secret key holding a shard's NATS identity: `<cluster>.<shard>.creds` for shard `<cluster>/<shard>`. */
+export function proxyCredsKey(shard: string): string {
+  return `${shard.replace('/', '.')}.creds`;
+}
+
+/**
+ * The keys of the proxy Secret a shard's sidecar gets, and their file names: the cluster kubeconfig (a context
+ * per cluster name), the NATS CA when NATS is TLS, and this shard's creds only (the Secret holds every shard's).
+ */
+export function proxySecretItems(shard: string, natsTls: boolean): SecretItem[] {
+  return [
+    { key: PROXY_SECRET_KEYS.kubeconfig, path: 'kubeconfig' },
+    ...(natsTls ? [{ key: PROXY_SECRET_KEYS.natsCa, path: 'nats-ca.crt' }] : []),
+    { key: proxyCredsKey(shard), path: 'nats.creds' },
+  ];
+}
+
 /** `ctrlmesh proxy` following `<cluster>/<shard>` of operator `<namespace>/<config>` in the hub's NATS KV. */
 function sidecarOptions(proxy: InjectedProxy, configs: readonly ListedConfig[]): SidecarOptions {
+  const shard = (target: ProxyTarget): string => {
+    const config = configs.find((c) => c.name === target.shardingConfig);
+    return `${proxy.cluster}/${config?.child ?? target.shardingConfig}`;
+  };
   return {
     image: proxy.image,
     opsPort: PROXY_OPS_PORT,
-    args: (target) => {
-      const config = configs.find((c) => c.name === target.shardingConfig);
-      return [
-        'proxy',
-        ...proxy.nats.map((url) => `--nats=${url}`),
-        `--operator=${target.namespace}/${target.shardingConfig}`,
-        `--shard=${proxy.cluster}/${config?.child ?? target.shardingConfig}`,
-        `--listen=127.0.0.1:${PROXY_API_PORT}`,
-        `--ops-listen=0.0.0.0:${PROXY_OPS_PORT}`,
-        `--store=${KUBECONFIG_DIR}/route-table.json`,
-        `--write-kubeconfig=${KUBECONFIG_PATH}`,
-        `--credentials=${PROXY_CREDENTIALS_DIR}/kubeconfig`,
-      ];
-    },
+    credentials: { secretName: proxy.secretName, mountPath: PROXY_CREDENTIALS_DIR, items: (target) => proxySecretItems(shard(target), proxy.natsTls) },
+    args: (target) => [
+      'proxy',
+      ...proxy.nats.map((url) => `--nats=${url}`),
+      ...(proxy.natsTls ? [`--nats-ca=${PROXY_CREDENTIALS_DIR}/nats-ca.crt`] : []),
+      `--nats-creds=${PROXY_CREDENTIALS_DIR}/nats.creds`,
+      ...proxy.routeSigners.map((key) => `--route-signer=${key}`),
+      `--operator=${target.namespace}/${target.shardingConfig}`,
+      `--shard=${shard(target)}`,
+      `--listen=127.0.0.1:${PROXY_API_PORT}`,
+      `--ops-listen=0.0.0.0:${PROXY_OPS_PORT}`,
+      `--store=${KUBECONFIG_DIR}/route-table.json`,
+      `--write-kubeconfig=${KUBECONFIG_PATH}`,
+      `--credentials=${PROXY_CREDENTIALS_DIR}/kubeconfig`,
+    ],
   };
 }
 
@@ -160,5 +198,7 @@ export function injectionWebhook(options: { url: string; caPem: string }): V1Mut
 export const PROXY_API_PORT = 5443;
 /** The proxy's /healthz, /readyz and /metrics port (Prometheus scrapes the pod here). */
 export const PROXY_OPS_PORT = 5441;
-/** Where the proxy finds its credentials for each cluster: a Secret the operator's namespace provides. */
+/** Where the proxy finds its credentials (kubeconfig, NATS creds and CA): a Secret the operator's namespace provides. */
 export const PROXY_CREDENTIALS_DIR = '/etc/ctrlmesh/credentials';
+/** The fixed keys of the proxy Secret; each shard's NATS identity is under proxyCredsKey(shard). */
+export const PROXY_SECRET_KEYS = { kubeconfig: 'kubeconfig', natsCa: 'nats-ca.crt' } as const;

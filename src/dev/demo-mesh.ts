@@ -12,6 +12,7 @@ import { packageRoot } from './package-root.js';
 import { httpOk } from './probes.js';
 import { ServerProcess } from './server-process.js';
 import { startTestbed, type Testbed } from './testbed.js';
+import { writeRoleCreds, type AuthFiles } from '../transport/auth/index.js';
 
 /** The annotation the sample operator stamps on what it reconciles (src/sample-operator). */
 const RECONCILED_BY = 'demo.ctrlmesh.io/reconciled-by';
@@ -179,6 +180,13 @@ async function publishedShards(hubUrl: string, count: number, signal?: AbortSign
   }
 }
 
+/** The NATS flags every demo process shares (URL and TLS CA), and the bed's identities. */
+function demoNats(bed: Testbed): { nats: string[]; auth: AuthFiles } {
+  const security = bed.info.nats.security;
+  if (!security) throw new TestbedError('the demo bed runs NATS without security');
+  return { nats: [`--nats=${bed.info.nats.url}`, `--nats-ca=${security.caFile}`], auth: security.auth };
+}
+
 /**
  * The demo: a test bed, the hub, an agent per cluster, and the sample operator as `shards` shards, each behind its
  * own proxy, for an auto-sharding root spanning every cluster. Everything runs as separate processes on 127.0.0.1;
@@ -194,9 +202,11 @@ export async function startDemoMesh(options: DemoMeshOptions): Promise<DemoMesh>
   try {
     const bed = await startTestbed({ clusters: options.clusters, dir: join(dir, 'bed'), onProgress, ...(signal ? { signal } : {}) });
     stack.push(() => bed.down());
-    const nats = bed.info.nats.url;
+    const { nats, auth } = demoNats(bed);
+    // One bootstrap token per cluster, bound to it: the hub's file lists them all, each agent gets its own.
+    const tokens = new Map(bed.info.clusters.map((c) => [c.name, randomBytes(16).toString('hex')]));
     const tokenFile = join(dir, 'tokens');
-    await writeFile(tokenFile, `${randomBytes(16).toString('hex')}\n`, { mode: 0o600 });
+    await writeFile(tokenFile, [...tokens].map(([cluster, token]) => `${cluster} ${token}\n`).join(''), { mode: 0o600 });
 
     const hubPort = await freePort();
     const hubUrl = `http://127.0.0.1:${hubPort}`;
@@ -204,7 +214,16 @@ export async function startDemoMesh(options: DemoMeshOptions): Promise<DemoMesh>
     const hub = await startChild({
       name: 'hub',
       script: CLI(),
-      args: ['hub', `--nats=${nats}`, `--token-file=${tokenFile}`, `--listen=127.0.0.1:${hubPort}`, '--proxy-lease=5'],
+      args: [
+        'hub',
+        ...nats,
+        `--nats-creds=${auth.hubCreds}`,
+        `--signing-key=${auth.routeSigningSeed}`,
+        `--agent-issuer=${auth.issuerSeed}`,
+        `--token-file=${tokenFile}`,
+        `--listen=127.0.0.1:${hubPort}`,
+        '--proxy-lease=5',
+      ],
       dir: join(dir, 'hub'),
       probeUrl: `${hubUrl}/healthz`,
       logger,
@@ -217,6 +236,8 @@ export async function startDemoMesh(options: DemoMeshOptions): Promise<DemoMesh>
       const port = await freePort();
       const url = `http://127.0.0.1:${port}`;
       onProgress(`starting the agent of ${cluster.name} on ${url}`);
+      const agentTokenFile = join(dir, `token-${cluster.name}`);
+      await writeFile(agentTokenFile, `${tokens.get(cluster.name) ?? ''}\n`, { mode: 0o600 });
       const agent = await startChild({
         name: `agent-${cluster.name}`,
         script: CLI(),
@@ -224,8 +245,9 @@ export async function startDemoMesh(options: DemoMeshOptions): Promise<DemoMesh>
           'agent',
           `--cluster=${cluster.name}`,
           `--kubeconfig=${cluster.kubeconfigPath}`,
-          `--nats=${nats}`,
-          `--token-file=${tokenFile}`,
+          ...nats,
+          `--nats-creds=${auth.bootstrapCreds}`,
+          `--token-file=${agentTokenFile}`,
           `--listen=127.0.0.1:${port}`,
           `--webhook-listen=127.0.0.1:${await freePort()}`,
         ],
@@ -260,7 +282,9 @@ export async function startDemoMesh(options: DemoMeshOptions): Promise<DemoMesh>
         script: CLI(),
         args: [
           'proxy',
-          `--nats=${nats}`,
+          ...nats,
+          `--nats-creds=${await writeRoleCreds(auth, { role: 'proxy', operator: DEMO_OPERATOR, shard })}`,
+          `--route-signer=${auth.routeSigningPublicKey}`,
           `--operator=${DEMO_OPERATOR}`,
           `--shard=${shard}`,
           `--store=${storeFile}`,

@@ -1,18 +1,58 @@
-import { join } from 'node:path';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join, relative } from 'node:path';
+import { createAuthSetup, writeAuthSetup, writeRoleCreds, type AuthFiles, type Role } from '../transport/auth/index.js';
+import type { NatsClientConfig } from '../transport/index.js';
+import { createCertificateAuthority, issueCertificate } from './certs.js';
 import { freePort } from './free-port.js';
 import { httpOk } from './probes.js';
 import { ServerProcess, serverControl, type ServerControl, type ServerStartOptions } from './server-process.js';
 import { resolveTool } from './tools.js';
 
-/** Its dir holds the JetStream store, the log and the pid file. */
-export type NatsOptions = ServerStartOptions;
+/** Its dir holds the configuration, keys, JetStream store, the log and the pid file. */
+export interface NatsOptions extends ServerStartOptions {
+  /**
+   * `secure` (default): TLS with the bed's own CA and decentralized JWT auth, an identity per role (as a
+   * production bus runs). `open`: plain TCP, no authentication, for comparing the cost of security.
+   */
+  security?: 'secure' | 'open';
+}
+
+/** How clients reach a secure bed's NATS; absent on an open one. */
+export interface NatsSecurity {
+  /** The CA of the server's TLS certificate. */
+  caFile: string;
+  auth: AuthFiles;
+}
 
 export interface NatsHandle extends ServerControl {
-  /** Client URL, nats://127.0.0.1:PORT. */
+  /** Client URL: tls://127.0.0.1:PORT (secure) or nats://127.0.0.1:PORT (open). */
   url: string;
   /** Monitoring endpoint (/healthz, /varz, /jsz), http://127.0.0.1:PORT. */
   monitorUrl: string;
   storeDir: string;
+  security?: NatsSecurity;
+}
+
+async function secureConfig(dir: string): Promise<{ security: NatsSecurity; lines: string[] }> {
+  const ca = await createCertificateAuthority({ commonName: 'ctrlmesh-testbed-nats-ca' });
+  const serving = await issueCertificate({ ca, commonName: 'nats', dnsNames: ['localhost'], ipAddresses: ['127.0.0.1'], usage: 'server' });
+  const tlsDir = join(dir, 'tls');
+  await mkdir(tlsDir, { recursive: true, mode: 0o700 });
+  const caFile = join(tlsDir, 'ca.crt');
+  await Promise.all([
+    writeFile(caFile, ca.certPem),
+    writeFile(join(tlsDir, 'server.crt'), serving.certPem),
+    writeFile(join(tlsDir, 'server.key'), serving.keyPem, { mode: 0o600 }),
+  ]);
+  const auth = await writeAuthSetup(join(dir, 'auth'), await createAuthSetup());
+  return {
+    security: { caFile, auth },
+    lines: [
+      `tls { cert_file: ${JSON.stringify(join(tlsDir, 'server.crt'))}, key_file: ${JSON.stringify(join(tlsDir, 'server.key'))}, timeout: 5 }`,
+      // nats-server resolves an include against the including file's directory.
+      `include ${JSON.stringify(relative(dir, auth.resolverConf))}`,
+    ],
+  };
 }
 
 /** One nats-server with JetStream on 127.0.0.1; ready once /healthz reports JetStream enabled. */
@@ -21,12 +61,26 @@ export async function startNats(options: NatsOptions): Promise<NatsHandle> {
   const [port, monitorPort] = [await freePort(), await freePort()];
   const storeDir = join(options.dir, 'jetstream');
   const monitorUrl = `http://127.0.0.1:${monitorPort}`;
+  await mkdir(options.dir, { recursive: true });
+  const secure = (options.security ?? 'secure') === 'secure' ? await secureConfig(options.dir) : undefined;
+  const configFile = join(options.dir, 'nats.conf');
+  await writeFile(
+    configFile,
+    [
+      'server_name: ctrlmesh-testbed',
+      `listen: 127.0.0.1:${port}`,
+      `http: 127.0.0.1:${monitorPort}`,
+      `jetstream { store_dir: ${JSON.stringify(storeDir)} }`,
+      ...(secure?.lines ?? []),
+      '',
+    ].join('\n'),
+  );
   const server = new ServerProcess({
     name: 'nats-server',
     binary,
     dir: options.dir,
     logFileName: 'nats-server.log',
-    args: ['-a', '127.0.0.1', '-p', String(port), '-m', String(monitorPort), '-js', '-sd', storeDir, '-n', 'ctrlmesh-testbed'],
+    args: ['-c', configFile],
     probe: () => httpOk(`${monitorUrl}/healthz?js-enabled-only=true`),
     readyTimeoutMs: 30_000,
     stopTimeoutMs: 10_000,
@@ -34,9 +88,28 @@ export async function startNats(options: NatsOptions): Promise<NatsHandle> {
   });
   await server.start(options.signal);
   return {
-    url: `nats://127.0.0.1:${port}`,
+    url: `${secure ? 'tls' : 'nats'}://127.0.0.1:${port}`,
     monitorUrl,
     storeDir,
+    ...(secure ? { security: secure.security } : {}),
     ...serverControl(server),
   };
+}
+
+/** Where a bed's NATS is, as testbed.json records it. */
+export interface NatsEndpoint {
+  url: string;
+  security?: NatsSecurity;
+}
+
+/**
+ * A client config for one identity on a bed's NATS: TLS with the bed's CA, and creds minted for the role (the
+ * hub's and the bootstrap's were written at start). On an open bed, just the URL.
+ */
+export async function natsClientConfig(nats: NatsEndpoint, identity: Role): Promise<NatsClientConfig> {
+  if (!nats.security) return { servers: [nats.url] };
+  const { auth, caFile } = nats.security;
+  const file =
+    identity.role === 'hub' ? auth.hubCreds : identity.role === 'bootstrap' ? auth.bootstrapCreds : await writeRoleCreds(auth, identity);
+  return { servers: [nats.url], tls: { caFile }, credentials: { kind: 'creds', file } };
 }

@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import { startApiServer, type ApiServerHandle, type ClusterInfo } from './api-server.js';
 import { startEtcd, type EtcdHandle } from './etcd.js';
 import { writeKubeconfig } from './kubeconfig.js';
-import { startNats, type NatsHandle } from './nats.js';
+import { startNats, type NatsEndpoint, type NatsHandle } from './nats.js';
 import { resolveTool, type ToolOptions } from './tools.js';
 
 export interface TestbedOptions extends ToolOptions {
@@ -23,7 +23,7 @@ export interface TestbedInfo {
   clusters: ClusterInfo[];
   /** One kubeconfig with a context per cluster. */
   kubeconfigPath: string;
-  nats: { url: string; monitorUrl: string };
+  nats: NatsEndpoint & { monitorUrl: string };
   etcd: { url: string };
 }
 
@@ -111,7 +111,7 @@ export async function startTestbed(options: TestbedOptions): Promise<Testbed> {
         kubeconfigPath,
       })),
       kubeconfigPath: join(dir, 'kubeconfig'),
-      nats: { url: nats.url, monitorUrl: nats.monitorUrl },
+      nats: { url: nats.url, monitorUrl: nats.monitorUrl, ...(nats.security ? { security: nats.security } : {}) },
       etcd: { url: etcd.url },
     };
     await writeKubeconfig(info.kubeconfigPath, info.clusters);

@@ -4,9 +4,9 @@ import {
   Buckets,
   Keys,
   Messages,
-  RouteTableKind,
   decodeToken,
   receiveMessage,
+  receiveRouteTable,
   type ClusterRecord,
   type ClusterReport,
   type HandoverStateRecord,
@@ -32,7 +32,11 @@ export class Fleet {
   /** Latest acknowledged version by operator, then shard. */
   readonly acks = new Map<string, Map<string, number>>();
 
-  constructor(private readonly logger: Logger) {}
+  /** `trusted`: the route-signing keys whose tables are read back (the hubs'). */
+  constructor(
+    private readonly logger: Logger,
+    private readonly trusted: readonly string[],
+  ) {}
 
   applyClusterEntry(entry: KvEntry): void {
     const name = decodeToken(entry.key);
@@ -77,8 +81,16 @@ export class Fleet {
 
   applyRouteEntry(entry: KvEntry): void {
     if (entry.operation !== 'PUT') return;
-    const table = receiveMessage(RouteTableKind, entry.value, this.source(Buckets.routes, entry));
-    if (!table || entry.key !== Keys.route(table.operator, table.shard)) return;
+    const table = receiveRouteTable(entry.value, { ...this.source(Buckets.routes, entry), trusted: this.trusted });
+    if (!table || entry.key !== Keys.route(table.operator, table.shard)) {
+      // Not ours (unsigned, another key, another shard's): keep the last good table, but learn the key's revision,
+      // so the next compare-and-set publish overwrites it instead of failing on it forever.
+      const [operator, shard] = entry.key.split('.').map(decodeToken);
+      const shards = operator === undefined ? undefined : this.routes.get(operator);
+      const known = shard === undefined ? undefined : shards?.get(shard);
+      if (shards && known && shard !== undefined && known.revision < entry.revision) shards.set(shard, { ...known, revision: entry.revision });
+      return;
+    }
     const shards = this.routes.get(table.operator) ?? new Map<string, PublishedRoute>();
     this.routes.set(table.operator, shards);
     const known = shards.get(table.shard);

@@ -1,4 +1,5 @@
 import Fastify from 'fastify';
+import type { Msg } from '@nats-io/transport-node';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { createHubMetrics, createRegistry, registerOpsRoutes, type HubMetrics } from '../metrics/index.js';
@@ -10,12 +11,15 @@ import {
   createBuckets,
   encodeMessage,
   respondMessage,
+  routeSigner,
   subscribeAcks,
   subscribeMessages,
   watchKv,
   type ClusterReport,
   type ControlBuckets,
   type NatsLink,
+  type RegisterRequest,
+  type RouteSigner,
   type Watch,
 } from '../transport/index.js';
 import { DebouncedRunner } from '../runtime/index.js';
@@ -26,7 +30,8 @@ import type { HubOptions } from './options.js';
 import { desiredPlan } from './desired.js';
 import type { UnitKey } from './handover.js';
 import { reconcile } from './reconciler.js';
-import { decideRegistration } from './registration.js';
+import { decideRegistration, type RegistrationChannel } from './registration.js';
+import { mintUserJwt } from '../transport/auth/index.js';
 import { hubStatus, type HubStatus } from './status.js';
 
 export interface HubDependencies {
@@ -51,10 +56,11 @@ export async function startHub(options: HubOptions, deps: HubDependencies): Prom
   const now = deps.now ?? Date.now;
   const registry = deps.registry ?? createRegistry('hub');
   const metrics = createHubMetrics(registry);
-  const link = await connectNats({ servers: options.nats, name: `ctrlmesh-hub-${options.identity}`, logger });
+  const signer = routeSigner(options.signingSeed);
+  const link = await connectNats({ config: options.nats, name: `ctrlmesh-hub-${options.identity}`, logger });
   const buckets = await createBuckets({ js: link.js, replicas: options.replicas, leaseTtlMs: options.leaseTtlMs });
-  const fleet = new Fleet(logger);
-  const core = new HubCore({ options, deps: { ...deps, logger }, link, buckets, fleet, metrics, now });
+  const fleet = new Fleet(logger, [signer.publicKey]);
+  const core = new HubCore({ options, deps: { ...deps, logger }, link, buckets, fleet, metrics, now, signer });
   const server = Fastify({ logger: false });
   registerOpsRoutes(server, { registry, readiness: () => core.readiness() });
   server.get('/status', async () => core.status());
@@ -82,6 +88,7 @@ interface HubCoreOptions {
   fleet: Fleet;
   metrics: HubMetrics;
   now: () => number;
+  signer: RouteSigner;
 }
 
 /** The hub's moving parts: watches and subscriptions every instance runs, and the leader-only duties. */
@@ -245,29 +252,24 @@ class HubCore {
     for (const s of this.leaderSubscriptions) s.unsubscribe();
     this.leaderSubscriptions = [];
     if (!leader) return;
-    const { link, fleet } = this.c;
+    const { link } = this.c;
     this.leaderSubscriptions.push(
       subscribeMessages({
         link,
         subject: Subjects.register,
         kind: Messages.registerRequest,
         logger: this.logger,
-        handler: async (request, msg) => {
-          const decision = decideRegistration({
-            request,
-            tokens: this.c.options.tokens,
-            existing: fleet.clusters.get(request.cluster.name),
-            now: new Date(this.c.now()),
-          });
-          if (decision.write === 'put') {
-            await this.c.buckets.clusters.put(Keys.cluster(request.cluster.name), encodeMessage(Messages.clusterRecord, decision.record));
-            fleet.clusters.set(request.cluster.name, decision.record);
-            this.logger.info({ cluster: request.cluster.name, server: request.cluster.server }, 'cluster registered');
-          } else if (!decision.reply.ok) {
-            this.logger.warn({ cluster: request.cluster.name }, 'registration refused: wrong bootstrap token');
-          }
-          this.c.metrics.registrations.inc({ result: !decision.reply.ok ? 'refused' : decision.write === 'put' ? 'accepted' : 'unchanged' });
-          respondMessage(msg, Messages.registerReply, decision.reply);
+        handler: (request, msg) => this.register(request, 'bootstrap', msg),
+      }),
+      subscribeMessages({
+        link,
+        subject: Subjects.registerAll,
+        kind: Messages.registerRequest,
+        logger: this.logger,
+        handler: (request, msg) => {
+          // Only the agent of a cluster may publish on its subject (its permissions): the subject is the proof.
+          if (msg.subject === Subjects.registerAs(request.cluster.name)) return this.register(request, 'identity', msg);
+          this.logger.warn({ subject: msg.subject, cluster: request.cluster.name }, 'dropped a registration whose cluster does not match its subject');
         },
       }),
       subscribeMessages({
@@ -279,6 +281,26 @@ class HubCore {
       }),
     );
     this.schedule();
+  }
+
+  private async register(request: RegisterRequest, channel: RegistrationChannel, msg: Msg): Promise<void> {
+    const { fleet } = this.c;
+    const name = request.cluster.name;
+    const decision = decideRegistration({ request, channel, tokens: this.c.options.tokens, existing: fleet.clusters.get(name), now: new Date(this.c.now()) });
+    if (decision.write === 'put') {
+      await this.c.buckets.clusters.put(Keys.cluster(name), encodeMessage(Messages.clusterRecord, decision.record));
+      fleet.clusters.set(name, decision.record);
+      this.logger.info({ cluster: name, server: request.cluster.server, channel }, 'cluster registered');
+    } else if (!decision.reply.ok) {
+      this.logger.warn({ cluster: name, channel, reason: decision.reply.error }, 'registration refused');
+    }
+    this.c.metrics.registrations.inc({ result: !decision.reply.ok ? 'refused' : decision.write === 'put' ? 'accepted' : 'unchanged' });
+    const issuer = this.c.options.agentIssuer;
+    const jwt =
+      decision.reply.ok && issuer && request.publicKey
+        ? await mintUserJwt({ issuerSeed: issuer.seed, account: issuer.account, identity: { role: 'agent', cluster: name }, publicKey: request.publicKey })
+        : undefined;
+    respondMessage(msg, Messages.registerReply, { ...decision.reply, ...(jwt ? { jwt } : {}) });
   }
 
   private async storeReport(report: ClusterReport, subject: string): Promise<void> {
@@ -317,6 +339,7 @@ class HubCore {
         {
           fleet: this.c.fleet,
           routes: this.c.buckets.routes,
+          signer: this.c.signer,
           state: this.c.buckets.state,
           leaseSeconds: this.c.options.proxyLeaseSeconds,
           historyLimit: this.c.options.handoverHistory,

@@ -1,10 +1,18 @@
+import type { NatsClientConfig } from '../transport/index.js';
 import type { HealthThresholds } from './health.js';
+import type { BootstrapToken } from './registration.js';
 
 export interface HubOptions {
-  /** NATS server URL(s). */
-  nats: string | string[];
-  /** Accepted bootstrap tokens (from --token-file, one per line). */
-  tokens: string[];
+  nats: NatsClientConfig;
+  /** Accepted bootstrap tokens, each bound to one cluster (from --token-file, `CLUSTER TOKEN` per line). */
+  tokens: BootstrapToken[];
+  /** Seed of the hub's nkey, which signs every route table (proxies trust its public key). */
+  signingSeed: string;
+  /**
+   * Mints each registering agent a user JWT for its cluster alone: the seed of the account's signing key and the
+   * account's public key. Absent, agents stay on the identity they connected with.
+   */
+  agentIssuer?: { seed: string; account: string };
   /** Unique per hub process; shows in the lease and the status API. */
   identity: string;
   /** KV stream replicas: 1 on a single NATS server, 3 on a NATS cluster. */
@@ -37,7 +45,7 @@ export const HUB_DEFAULTS = {
 /** Problems a user can fix, one sentence each naming the option; empty when the options are usable. */
 export function hubOptionProblems(options: HubOptions): string[] {
   const problems: string[] = [];
-  if (options.tokens.length === 0) problems.push('no bootstrap token: the token file must hold at least one non-empty line');
+  if (options.tokens.length === 0) problems.push('no bootstrap token: the token file must hold at least one "CLUSTER TOKEN" line');
   if (options.leaseRenewMs * 2 > options.leaseTtlMs) problems.push('the lease renew period must be at most half the lease TTL');
   if (options.health.offlineAfterMs <= options.health.unknownAfterMs) problems.push('offline-after must be longer than unknown-after');
   return problems;

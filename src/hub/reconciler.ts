@@ -7,6 +7,7 @@ import {
   Messages,
   encodeMessage,
   publishRouteTable,
+  type RouteSigner,
   type ClusterIdentity,
   type HandoverStateRecord,
   type RouteTable,
@@ -19,6 +20,8 @@ import { buildRouteTable, sameRoutes } from './route-builder.js';
 export interface ReconcileContext {
   fleet: Fleet;
   routes: KV;
+  /** Signs every table published. */
+  signer: RouteSigner;
   state: KV;
   leaseSeconds: number;
   historyLimit: number;
@@ -110,7 +113,7 @@ async function reconcileOperator(ctx: ReconcileContext, plan: OperatorPlan, now:
       ...(prev ? { previousHome: prev.table.homeCluster } : {}),
     });
     if (prev && !step.changedShards.includes(shard) && sameRoutes(prev.table, table)) continue;
-    const revision = await publishRouteTable(ctx.routes, table, prev?.revision ?? 0);
+    const revision = await publishRouteTable(ctx.routes, ctx.signer, table, prev?.revision ?? 0);
     fleet.recordRoute(table, revision);
     ctx.metrics.routeTablesPublished.inc({ operator: plan.operator });
     published.push(table);

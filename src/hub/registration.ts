@@ -1,47 +1,81 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import {
+  Buckets,
   MESSAGE_SCHEMA_VERSION,
+  type ClusterIdentity,
   type ClusterRecord,
   type RegisterReply,
   type RegisterRequest,
 } from '../transport/index.js';
 
+/** A bootstrap token and the one cluster it may register. */
+export interface BootstrapToken {
+  cluster: string;
+  token: string;
+}
+
 function digest(token: string): Buffer {
   return createHash('sha256').update(token, 'utf8').digest();
 }
 
-/** Whether the token is one of the accepted ones, in time independent of where they differ. */
-export function tokenAccepted(token: string, accepted: readonly string[]): boolean {
+/** Whether `token` is accepted for `cluster`, in time independent of where (and whether) the candidates differ. */
+export function tokenAccepted(token: string, cluster: string, accepted: readonly BootstrapToken[]): boolean {
   const given = digest(token);
   let ok = false;
-  for (const candidate of accepted) ok = timingSafeEqual(given, digest(candidate)) || ok;
+  for (const candidate of accepted) ok = (timingSafeEqual(given, digest(candidate.token)) && candidate.cluster === cluster) || ok;
   return ok;
 }
+
+/** How the request arrived: with a bootstrap token, or under the cluster's own identity (its subject). */
+export type RegistrationChannel = 'bootstrap' | 'identity';
 
 export type RegistrationDecision =
   | { reply: RegisterReply; write: 'none' }
   | { reply: RegisterReply; write: 'put'; record: ClusterRecord };
 
+const refuse = (error: string): RegistrationDecision => ({ write: 'none', reply: { schema: MESSAGE_SCHEMA_VERSION, ok: false, error } });
+
+/** Why a cluster's endpoint cannot be registered: proxies refuse plain http and servers without a CA. */
+export function endpointProblem(cluster: ClusterIdentity): string | undefined {
+  let url: URL;
+  try {
+    url = new URL(cluster.server);
+  } catch {
+    return `server "${cluster.server}" is not a URL`;
+  }
+  if (url.protocol !== 'https:') return `server "${cluster.server}" is not https: proxies never send credentials in clear`;
+  if (!cluster.caPem.includes('-----BEGIN CERTIFICATE-----')) return 'no CA certificate: proxies verify the API server against it';
+  return undefined;
+}
+
 /**
- * What to answer and store for a registration (pure). A refused token records nothing; registering again with the
- * same identity writes nothing; a changed endpoint, CA or labels updates the record and keeps `registeredAt`.
+ * What to answer and store for a registration (pure). A bootstrap token registers only the cluster it is bound
+ * to, and cannot re-point a registered cluster to another server or CA: that takes the cluster's own identity
+ * (channel `identity`) or an operator deleting the record. Registering again with the same identity writes
+ * nothing; a change updates the record and keeps `registeredAt`.
  */
 export function decideRegistration(options: {
   request: RegisterRequest;
-  tokens: readonly string[];
+  channel: RegistrationChannel;
+  tokens: readonly BootstrapToken[];
   existing: ClusterRecord | undefined;
   now: Date;
 }): RegistrationDecision {
   const { request, existing } = options;
-  if (!tokenAccepted(request.token, options.tokens)) {
-    return {
-      write: 'none',
-      reply: {
-        schema: MESSAGE_SCHEMA_VERSION,
-        ok: false,
-        error: `registration of cluster "${request.cluster.name}" refused: the bootstrap token is not one the hub accepts; check the agent's --token-file against the hub's`,
-      },
-    };
+  const name = request.cluster.name;
+  if (options.channel === 'bootstrap' && !tokenAccepted(request.token ?? '', name, options.tokens)) {
+    return refuse(
+      `registration of cluster "${name}" refused: the bootstrap token is not one the hub accepts for this cluster; check the agent's --token-file against the hub's "${name} TOKEN" line`,
+    );
+  }
+  const problem = endpointProblem(request.cluster);
+  if (problem) return refuse(`registration of cluster "${name}" refused: ${problem}`);
+  const moved = existing && (existing.cluster.server !== request.cluster.server || existing.cluster.caPem !== request.cluster.caPem);
+  if (moved && options.channel === 'bootstrap') {
+    return refuse(
+      `registration of cluster "${name}" refused: it is registered with server ${existing.cluster.server} (and its CA); a bootstrap token cannot re-point it. ` +
+        `The agent of "${name}" re-points it under its own identity, or an operator removes the record (nats kv del ${Buckets.clusters} ${name}, with the hub's credentials)`,
+    );
   }
   const ok: RegisterReply = { schema: MESSAGE_SCHEMA_VERSION, ok: true };
   if (existing && sameIdentity(existing.cluster, request.cluster)) return { write: 'none', reply: ok };

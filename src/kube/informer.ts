@@ -1,4 +1,4 @@
-import { makeInformer, type KubeConfig, type KubernetesListObject, type KubernetesObject } from '@kubernetes/client-node';
+import { ApiException, makeInformer, type KubeConfig, type KubernetesListObject, type KubernetesObject } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 
 export interface WatchedCollection<T extends KubernetesObject> {
@@ -6,6 +6,8 @@ export interface WatchedCollection<T extends KubernetesObject> {
   list(): readonly T[];
   /** Whether the informer has listed and is watching. */
   synced(): boolean;
+  /** Whether the last attempt was refused by RBAC (403): retried, but not the API server's trouble. */
+  forbidden(): boolean;
   stop(): Promise<void>;
 }
 
@@ -32,12 +34,15 @@ export function watchCollection<T extends KubernetesObject>(options: WatchCollec
   const { logger } = options;
   const informer = makeInformer<T>(options.kc, options.path, options.list);
   let synced = false;
+  let forbidden = false;
   let stopped = false;
   let retry: NodeJS.Timeout | undefined;
   const setSynced = (next: boolean): void => {
     if (next === synced) return;
     synced = next;
-    options.onSyncChange?.(next);
+    if (next) forbidden = false;
+    // Deferred: client-node may report from inside start(), before the caller holds this collection.
+    queueMicrotask(() => options.onSyncChange?.(next));
   };
   const start = (): void => {
     informer.start().then(
@@ -50,8 +55,12 @@ export function watchCollection<T extends KubernetesObject>(options: WatchCollec
   };
   const failed = (err: unknown): void => {
     if (stopped) return;
+    forbidden = err instanceof ApiException && err.code === 403;
     setSynced(false);
-    logger.warn({ err: err instanceof Error ? err.message : err, informer: options.name }, 'watch failed; listing again shortly');
+    logger.warn(
+      { err: err instanceof Error ? err.message : err, informer: options.name },
+      forbidden ? 'listing forbidden by RBAC (grant list and watch to the agent); retrying' : 'watch failed; listing again shortly',
+    );
     clearTimeout(retry);
     retry = setTimeout(start, options.retryMs ?? 1_000);
   };
@@ -63,6 +72,7 @@ export function watchCollection<T extends KubernetesObject>(options: WatchCollec
   return {
     list: () => informer.list(),
     synced: () => synced,
+    forbidden: () => forbidden,
     async stop() {
       stopped = true;
       clearTimeout(retry);

@@ -1,12 +1,13 @@
 import { connect as tcpConnect } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
-import { acknowledge, connectNats, watchRouteTable, type NatsLink, type RouteTable, type Watch } from '../transport/index.js';
+import { acknowledge, connectNats, watchRouteTable, type NatsClientConfig, type NatsLink, type RouteTable, type Watch } from '../transport/index.js';
 import type { RouteSource, RouteSourceHandlers } from './route-source.js';
 
 export interface NatsRouteSourceOptions {
-  servers: string[];
-  token?: string;
+  nats: NatsClientConfig;
+  /** Public keys of the hubs' route-signing nkeys: a table signed by any other key is never applied. */
+  trusted: readonly string[];
   operator: string;
   shard: string;
   /** This proxy's name in acknowledgements (the pod name). */
@@ -34,14 +35,14 @@ export class NatsRouteSource implements RouteSource {
 
   constructor(options: NatsRouteSourceOptions) {
     this.options = options;
-    this.description = `NATS ${options.servers.join(',')} (routes of ${options.operator}/${options.shard})`;
+    this.description = `NATS ${options.nats.servers.join(',')} (routes of ${options.operator}/${options.shard})`;
   }
 
   async start(handlers: RouteSourceHandlers): Promise<void> {
-    const { servers, token, operator, shard, logger } = this.options;
+    const { nats, trusted, operator, shard, logger } = this.options;
     handlers.onContact(false);
     this.untilReachable()
-      .then(() => (this.stopped ? undefined : connectNats({ servers, name: `ctrlmesh-proxy-${shard}`, logger, ...(token ? { token } : {}) })))
+      .then(() => (this.stopped ? undefined : connectNats({ config: nats, name: `ctrlmesh-proxy-${shard}`, logger })))
       .then(
         (link) => {
           if (link === undefined) return;
@@ -52,7 +53,7 @@ export class NatsRouteSource implements RouteSource {
             handlers.onContact(event.state === 'connected');
             if (event.state === 'connected') this.sendAck();
           });
-          this.watch = watchRouteTable({ link, operator, shard, logger, onTable: handlers.onTable });
+          this.watch = watchRouteTable({ link, operator, shard, logger, trusted, onTable: handlers.onTable });
         },
         (err: unknown) => logger.error({ err }, 'cannot connect to NATS; serving the stored table while it lasts'),
       );
@@ -77,7 +78,7 @@ export class NatsRouteSource implements RouteSource {
         socket.once('error', () => resolve(false));
       });
     while (!this.stopped) {
-      if ((await Promise.all(this.options.servers.map(reachable))).some(Boolean)) return;
+      if ((await Promise.all(this.options.nats.servers.map(reachable))).some(Boolean)) return;
       await sleep(500, undefined, { ref: false });
     }
   }

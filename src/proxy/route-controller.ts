@@ -6,6 +6,7 @@ import type { RouteSource } from './route-source.js';
 import type { ClusterLinks } from './cluster-links.js';
 import { InflightWrites } from './inflight-writes.js';
 import { RouteState } from './route-state.js';
+import { tableRefusal } from './table-admission.js';
 import type { TableStore } from './table-store.js';
 import { WatchRegistry } from './watch-registry.js';
 
@@ -51,7 +52,10 @@ export class RouteController {
   /** Loads the stored table (if any), then starts the live source; a source that fails to start leaves the stored table serving. */
   async start(): Promise<void> {
     const { source, store, logger } = this.options;
-    const stored = await store.load();
+    const loaded = await store.load();
+    const refusal = loaded && tableRefusal(loaded.table, undefined);
+    if (refusal) logger.error({ path: store.path, reason: refusal }, 'the stored route table is refused; waiting for the live source');
+    const stored = refusal ? undefined : loaded;
     if (stored) {
       this.contactAt = stored.contactAt;
       this.savedContactAt = stored.contactAt;
@@ -94,6 +98,11 @@ export class RouteController {
       return;
     }
     if (current && table.version <= current.version) return;
+    const refusal = tableRefusal(table, current);
+    if (refusal) {
+      this.options.logger.error({ version: table.version, reason: refusal }, 'route table refused; keeping the current one');
+      return;
+    }
     this.contactAt = this.options.now();
     this.install(table, 'live');
     // Taken now: the writes admitted from here on were judged by this table.

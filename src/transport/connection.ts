@@ -2,6 +2,7 @@ import { connect, type NatsConnection, type Status } from '@nats-io/transport-no
 import { jetstream, type JetStreamClient } from '@nats-io/jetstream';
 import type { Logger } from 'pino';
 import { CtrlmeshError, ErrorCodes } from '../errors.js';
+import { natsConfigWarnings, natsConnectionOptions, type NatsClientConfig } from './nats-config.js';
 
 export type ConnectionState = 'connected' | 'disconnected' | 'closed';
 
@@ -24,11 +25,10 @@ export interface NatsLink {
 }
 
 export interface ConnectOptions {
-  servers: string | string[];
+  config: NatsClientConfig;
   /** Client name shown by the NATS server (e.g. `ctrlmesh-hub`). */
   name: string;
   logger: Logger;
-  token?: string;
   /** Milliseconds between reconnection attempts (default 500). */
   reconnectWaitMs?: number;
 }
@@ -38,13 +38,13 @@ export interface ConnectOptions {
  * Connection trouble becomes a `ConnectionEvent` (and a log line) rather than an exception.
  */
 export async function connectNats(options: ConnectOptions): Promise<NatsLink> {
-  const { logger } = options;
+  const { logger, config } = options;
+  for (const warning of natsConfigWarnings(config)) logger.warn(warning);
   let nc: NatsConnection;
   try {
     nc = await connect({
-      servers: options.servers,
+      ...natsConnectionOptions(config),
       name: options.name,
-      token: options.token,
       maxReconnectAttempts: -1,
       waitOnFirstConnect: true,
       reconnectTimeWait: options.reconnectWaitMs ?? 500,
@@ -53,7 +53,7 @@ export async function connectNats(options: ConnectOptions): Promise<NatsLink> {
       maxPingOut: 2,
     });
   } catch (err) {
-    throw new CtrlmeshError(ErrorCodes.NATS, `cannot connect to NATS at ${String(options.servers)}: ${(err as Error).message}`, {
+    throw new CtrlmeshError(ErrorCodes.NATS, `cannot connect to NATS at ${config.servers.join(',')}: ${(err as Error).message}`, {
       cause: err,
     });
   }

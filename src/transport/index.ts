@@ -37,11 +37,21 @@ export { connectNats, type ConnectOptions, type ConnectionEvent, type Connection
 export { createBuckets, openBucket, type ControlBuckets, type CreateBucketsOptions } from './buckets.js';
 export { watchKv, type Watch, type WatchKvOptions } from './kv-watch.js';
 export { publishMessage, requestMessage, respondMessage, subscribeMessages, type SubscribeOptions } from './pubsub.js';
+export { SignedRouteTableSchema, openRouteTable, routeSigner, type RouteSigner } from './route-signing.js';
 export {
-  RouteTableKind,
+  natsConfigWarnings,
+  natsConnectionOptions,
+  credentialsPublicKey,
+  credsJwt,
+  inboxPrefixFor,
+  type NatsClientConfig,
+  type NatsCredentials,
+} from './nats-config.js';
+export {
   acknowledge,
   publishRouteTable,
   readRouteTable,
+  receiveRouteTable,
   subscribeAcks,
   watchRouteTable,
   watchRouteTables,

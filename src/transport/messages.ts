@@ -25,8 +25,18 @@ export const ClusterIdentitySchema = Type.Object(
   { additionalProperties: false },
 );
 
+/**
+ * Sent on `ctrlmesh.register` with the bootstrap token bound to the cluster, or on `ctrlmesh.register.<cluster>`
+ * under the cluster's own identity (no token; may re-point the cluster's server or CA).
+ */
 export const RegisterRequestSchema = Type.Object(
-  { schema: version, token: Type.String({ minLength: 1 }), cluster: ClusterIdentitySchema },
+  {
+    schema: version,
+    token: Type.Optional(Type.String({ minLength: 1, maxLength: 1024 })),
+    cluster: ClusterIdentitySchema,
+    /** The agent's user nkey: the hub answers with a user JWT for it when it mints identities. */
+    publicKey: Type.Optional(Type.String({ pattern: '^U[A-Z2-7]{55}$' })),
+  },
   { additionalProperties: false },
 );
 
@@ -36,6 +46,8 @@ export const RegisterReplySchema = Type.Object(
     ok: Type.Boolean(),
     /** Set when refused: what was wrong and what to do. */
     error: Type.Optional(Type.String()),
+    /** The agent's user JWT (permissions of its cluster only), for the public key of the request. */
+    jwt: Type.Optional(Type.String({ minLength: 1 })),
   },
   { additionalProperties: false },
 );

@@ -24,8 +24,14 @@ const PREFIX = 'ctrlmesh';
 
 /** Subjects; functions take decoded names and encode them. */
 export const Subjects = {
-  /** Request/reply: an agent registers its cluster (RegisterRequest -> RegisterReply). */
+  /**
+   * Request/reply: an agent without an identity exchanges its bootstrap token (bound to one cluster) for one
+   * (RegisterRequest -> RegisterReply, which carries the agent's user JWT when the hub mints identities).
+   */
   register: `${PREFIX}.register`,
+  /** Request/reply: the agent of a cluster registers it again under its own identity (and may re-point it). */
+  registerAs: (cluster: string): string => `${PREFIX}.register.${encodeToken(cluster)}`,
+  registerAll: `${PREFIX}.register.*`,
   heartbeat: (cluster: string): string => `${PREFIX}.heartbeat.${encodeToken(cluster)}`,
   heartbeatAll: `${PREFIX}.heartbeat.*`,
   report: (cluster: string): string => `${PREFIX}.report.${encodeToken(cluster)}`,

@@ -1,37 +1,44 @@
 import type { KV } from '@nats-io/kv';
 import type { Logger } from 'pino';
-import { decodeMessage, encodeMessage, receiveMessage } from './codec.js';
+import { openRouteTable, type RouteSigner } from './route-signing.js';
 import type { NatsLink } from './connection.js';
 import { openBucket } from './buckets.js';
 import { watchKv, type Watch } from './kv-watch.js';
 import { Messages, MESSAGE_SCHEMA_VERSION, type Ack } from './messages.js';
 import { Buckets, Keys, Subjects } from './names.js';
 import { publishMessage, subscribeMessages } from './pubsub.js';
-import { RouteTableSchema, type RouteTable } from './route-table.js';
-
-export const RouteTableKind = { kind: 'RouteTable', schema: RouteTableSchema } as const;
+import type { RouteTable } from './route-table.js';
 
 /**
- * Writes a route table under `<operator>.<shard>`. With `expectedRevision` the write is a compare-and-set
+ * Writes a route table, signed, under `<operator>.<shard>`. With `expectedRevision` the write is a compare-and-set
  * (0 = the key must not exist yet), so two hubs can never interleave versions. Returns the KV revision.
  */
-export async function publishRouteTable(routes: KV, table: RouteTable, expectedRevision?: number): Promise<number> {
+export async function publishRouteTable(routes: KV, signer: RouteSigner, table: RouteTable, expectedRevision?: number): Promise<number> {
   const key = Keys.route(table.operator, table.shard);
-  const data = encodeMessage(RouteTableKind, table);
+  const data = signer.seal(table);
   if (expectedRevision === undefined) return routes.put(key, data);
   if (expectedRevision === 0) return routes.create(key, data);
   return routes.update(key, data, expectedRevision);
 }
 
-/** The current route table of a shard and its KV revision, or undefined if none (or the stored one is invalid). */
+/** The current route table of a shard and its KV revision, or undefined if none (or the stored one is invalid or unsigned). */
 export async function readRouteTable(
   routes: KV,
   id: { operator: string; shard: string },
+  trusted?: readonly string[],
 ): Promise<{ table: RouteTable; revision: number } | undefined> {
   const entry = await routes.get(Keys.route(id.operator, id.shard));
   if (!entry || entry.operation !== 'PUT') return undefined;
-  const decoded = decodeMessage(RouteTableKind, entry.value);
+  const decoded = openRouteTable(entry.value, trusted);
   return decoded.ok ? { table: decoded.value, revision: entry.revision } : undefined;
+}
+
+/** A table read from KV: verified (against `trusted`, if given) and decoded, or logged and dropped. */
+export function receiveRouteTable(data: Uint8Array, context: { logger: Logger; source: string; trusted?: readonly string[] }): RouteTable | undefined {
+  const opened = openRouteTable(data, context.trusted);
+  if (opened.ok) return opened.value;
+  context.logger.warn({ source: context.source, reason: opened.reason }, 'dropped a route table that is malformed or not signed by a trusted key');
+  return undefined;
 }
 
 export interface WatchRouteTableOptions {
@@ -39,22 +46,23 @@ export interface WatchRouteTableOptions {
   operator: string;
   shard: string;
   logger: Logger;
-  /** Called with the current table first, then each newer version; never with an older or equal version. */
+  /** Public keys whose signatures are accepted. */
+  trusted: readonly string[];
+  /**
+   * Called with each verified table written under the shard's key, in KV order. It does not filter versions: the
+   * consumer judges each table (a proxy refuses one that would pin it), so an ignored table must not move a mark.
+   */
   onTable: (table: RouteTable) => void;
 }
 
 /** Follows one shard's route table; survives NATS restarts and waits for the bucket if the hub has not made it. */
 export function watchRouteTable(options: WatchRouteTableOptions): Watch {
-  let applied = -1;
   return watchRouteTables({
     link: options.link,
     key: Keys.route(options.operator, options.shard),
     logger: options.logger,
-    onTable: (table) => {
-      if (table.version <= applied) return;
-      applied = table.version;
-      options.onTable(table);
-    },
+    trusted: options.trusted,
+    onTable: options.onTable,
   });
 }
 
@@ -63,6 +71,8 @@ export interface WatchRouteTablesOptions {
   /** Key or wildcard of the tables to follow (`>` = every operator's shards). */
   key: string;
   logger: Logger;
+  /** Public keys whose signatures are accepted; omitted = any valid signature (the bus's permissions are trusted). */
+  trusted?: readonly string[];
   /** Called with each valid table written under `key`; deletions and invalid tables are skipped (the latter logged). */
   onTable: (table: RouteTable) => void;
 }
@@ -76,7 +86,11 @@ export function watchRouteTables(options: WatchRouteTablesOptions): Watch {
     logger: options.logger,
     onEntry: (entry) => {
       if (entry.operation !== 'PUT') return;
-      const table = receiveMessage(RouteTableKind, entry.value, { logger: options.logger, source: `${Buckets.routes}/${entry.key}` });
+      const table = receiveRouteTable(entry.value, {
+        logger: options.logger,
+        source: `${Buckets.routes}/${entry.key}`,
+        ...(options.trusted ? { trusted: options.trusted } : {}),
+      });
       if (table) options.onTable(table);
     },
   });

@@ -2,12 +2,12 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoreV1Api } from '@kubernetes/client-node';
-import { connect, type NatsConnection } from '@nats-io/transport-node';
+import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AgentHandle } from '../../src/agent/index.js';
 import { startApiServer, type ApiServerHandle } from '../../src/dev/index.js';
 import type { HubHandle } from '../../src/hub/index.js';
-import { GROUP, apply, ensureNamespace, eventually, privateNats, routeTables, runAgent, runHub } from './control-fixture.js';
+import { GROUP, apply, bootstrapTokens, ensureNamespace, eventually, observe, privateNats, routeTables, runAgent, runHub } from './control-fixture.js';
 import { kubeConfigFor, testbed, uniqueName } from './helpers/testbed.js';
 
 describe('an agent whose API server goes away and comes back (private API server)', () => {
@@ -23,9 +23,9 @@ describe('an agent whose API server goes away and comes back (private API server
     dir = await mkdtemp(join(tmpdir(), 'ctrlmesh-agent-api-'));
     api = await startApiServer({ etcd: testbed().etcd, name, dir });
     nats = await privateNats();
-    hub = await runHub(nats.nats.url, 'hub-api');
-    agent = await runAgent({ registryName: name, bed: api, nats: nats.nats.url });
-    nc = await connect({ servers: nats.nats.url });
+    hub = await runHub(nats.nats, 'hub-api', { tokens: bootstrapTokens(name) });
+    agent = await runAgent({ registryName: name, bed: api, nats: nats.nats });
+    nc = await observe(nats.nats);
   });
 
   afterAll(async () => {

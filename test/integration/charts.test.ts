@@ -24,24 +24,87 @@ let helm = '';
 let kubectl = '';
 const kubeconfig = (): string => cluster(1).kubeconfigPath;
 
-/** Pipes `helm template` into `kubectl apply --dry-run=server`, as a user checking a chart against a cluster would. */
-async function dryRun(args: { chart: string; values?: string; namespace: string }): Promise<string> {
-  const rendered = await run(
+/** `helm template` of a chart, as a user would run it. */
+async function template(args: { chart: string; values?: string; namespace: string; crds?: boolean }): Promise<string> {
+  const { stdout } = await run(
     helm,
-    ['template', 'ctrlmesh', join(CHARTS_DIR, args.chart), '--namespace', args.namespace, '--include-crds', ...(args.values ? ['-f', args.values] : [])],
+    [
+      'template',
+      'ctrlmesh',
+      join(CHARTS_DIR, args.chart),
+      '--namespace',
+      args.namespace,
+      ...(args.crds ? ['--include-crds'] : []),
+      ...(args.values ? ['-f', args.values] : []),
+    ],
     { maxBuffer: 16 * 1024 * 1024 },
   );
+  return stdout;
+}
+
+/** Runs kubectl with `input` on its stdin; resolves its stdout and stderr together, rejects on a non-zero exit. */
+function kubectlWithInput(args: string[], input: string): Promise<{ stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(kubectl, ['--kubeconfig', kubeconfig(), '--namespace', args.namespace, 'apply', '--dry-run=server', '-f', '-'], {
-      stdio: ['pipe', 'pipe', 'pipe'],
-    });
-    let out = '';
-    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    const child = spawn(kubectl, ['--kubeconfig', kubeconfig(), ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
     child.on('error', reject);
-    child.on('close', (code) => (code === 0 ? resolve(out) : reject(new Error(`kubectl apply --dry-run=server exited ${code}:\n${out}`))));
-    child.stdin.end(rendered.stdout);
+    child.on('close', (code) => (code === 0 ? resolve({ stdout, stderr }) : reject(new Error(`kubectl ${args.join(' ')} exited ${code}:\n${stdout}${stderr}`))));
+    child.stdin.end(input);
   });
+}
+
+/** Pipes `helm template` into `kubectl apply --dry-run=server`, as a user checking a chart against a cluster would. */
+async function dryRun(args: { chart: string; values?: string; namespace: string }): Promise<{ rendered: string; out: string }> {
+  const rendered = await template({ ...args, crds: true });
+  const { stdout, stderr } = await kubectlWithInput(['--namespace', args.namespace, 'apply', '--dry-run=server', '-f', '-'], rendered);
+  return { rendered, out: stdout + stderr };
+}
+
+interface RenderedObject {
+  kind: string;
+  metadata: { name: string };
+  rules?: { apiGroups?: string[]; resources?: string[]; resourceNames?: string[]; verbs?: string[] }[];
+  spec?: {
+    template?: {
+      spec?: {
+        securityContext?: { fsGroup?: number };
+        volumes?: { name: string; projected?: { defaultMode?: number; sources?: { secret?: { name: string; items?: { key: string; path: string }[] } }[] } }[];
+        containers?: { args?: string[]; volumeMounts?: { name: string; mountPath: string; readOnly?: boolean }[] }[];
+      };
+    };
+  };
+}
+
+/** Top-level JSON documents written one after another (kubectl prints one per object). */
+function jsonDocuments(text: string): unknown[] {
+  const docs: unknown[] = [];
+  let depth = 0;
+  let start = -1;
+  let inString = false;
+  for (let i = 0; i < text.length; i += 1) {
+    const c = text[i];
+    if (inString) {
+      if (c === '\\') i += 1;
+      else if (c === '"') inString = false;
+    } else if (c === '"') inString = true;
+    else if (c === '{') {
+      if (depth === 0) start = i;
+      depth += 1;
+    } else if (c === '}') {
+      depth -= 1;
+      if (depth === 0) docs.push(JSON.parse(text.slice(start, i + 1)));
+    }
+  }
+  return docs;
+}
+
+/** The chart's objects as JSON: there is no YAML parser here, so kubectl reads the YAML (client-side only). */
+async function renderedObjects(args: { chart: string; values?: string; namespace: string }): Promise<RenderedObject[]> {
+  const { stdout } = await kubectlWithInput(['--namespace', args.namespace, 'create', '--dry-run=client', '-o', 'json', '-f', '-'], await template(args));
+  return jsonDocuments(stdout).flatMap((doc) => ((doc as { kind?: string }).kind === 'List' ? (doc as { items: RenderedObject[] }).items : [doc as RenderedObject]));
 }
 
 describe('Helm charts', () => {
@@ -66,12 +129,121 @@ describe('Helm charts', () => {
     const namespace = uniqueName('chart');
     await run(kubectl, ['--kubeconfig', kubeconfig(), 'create', 'namespace', namespace]);
     try {
-      const out = await dryRun({ chart, namespace, ...(values ? { values } : {}) });
+      const { rendered, out } = await dryRun({ chart, namespace, ...(values ? { values } : {}) });
       expect(out).toMatch(/deployment\.apps\/ctrlmesh-ctrlmesh-\w+ created \(server dry run\)/);
       expect(out).toMatch(/customresourcedefinition\.apiextensions\.k8s\.io\/shardingconfigs\.ctrlmesh\.kusionstack\.io \w+ \(server dry run\)/);
-      if (values) expect(out).toMatch(/servicemonitor\.monitoring\.coreos\.com\/\S+ created \(server dry run\)/);
+      if (/^kind: ServiceMonitor$/m.test(rendered)) expect(out).toMatch(/servicemonitor\.monitoring\.coreos\.com\/\S+ created \(server dry run\)/);
     } finally {
       await run(kubectl, ['--kubeconfig', kubeconfig(), 'delete', 'namespace', namespace, '--wait=false']);
     }
+  });
+
+  it.each(cases)('$chart with $label: no ClusterRole holds a "*" group, resource or verb, nor reads Secrets', async ({ chart, values }) => {
+    const objects = await renderedObjects({ chart, namespace: 'ctrlmesh-system', ...(values ? { values } : {}) });
+    const roles = objects.filter((o) => o.kind === 'ClusterRole' || o.kind === 'Role');
+    expect(roles.length).toBeGreaterThan(0);
+    for (const role of roles) {
+      for (const rule of role.rules ?? []) {
+        const where = `${role.kind} ${role.metadata.name}: ${JSON.stringify(rule)}`;
+        for (const field of [rule.apiGroups, rule.resources, rule.resourceNames, rule.verbs]) expect(field ?? [], where).not.toContain('*');
+        expect(rule.resources ?? [], where).not.toContain('secrets');
+        expect(rule.verbs?.length ?? 0, where).toBeGreaterThan(0);
+      }
+    }
+  });
+
+  const withSecrets = (chart: string): string => join(CHARTS_DIR, chart, 'ci', 'example-values.yaml');
+
+  it('the agent ClusterRole grants exactly the calls the agent makes, and list/watch/patch only of rbac.relatedResources', async () => {
+    const objects = await renderedObjects({ chart: 'ctrlmesh-agent', namespace: 'ctrlmesh-system', values: withSecrets('ctrlmesh-agent') });
+    const role = objects.find((o) => o.kind === 'ClusterRole');
+    const grants = (role?.rules ?? []).flatMap((r) =>
+      (r.apiGroups ?? []).flatMap((g) => (r.resources ?? []).map((res) => `${g}/${res}${r.resourceNames ? `[${r.resourceNames.join(',')}]` : ''}: ${(r.verbs ?? []).join(',')}`)),
+    );
+    const crds = 'shardingconfigs.ctrlmesh.kusionstack.io,circuitbreakers.ctrlmesh.kusionstack.io,faultinjections.ctrlmesh.kusionstack.io';
+    expect(grants.sort()).toEqual(
+      [
+        'ctrlmesh.kusionstack.io/shardingconfigs: list,watch',
+        'ctrlmesh.kusionstack.io/circuitbreakers: list,watch',
+        'ctrlmesh.kusionstack.io/faultinjections: list,watch',
+        'ctrlmesh.kusionstack.io/shardingconfigs/status: patch',
+        '/namespaces: list,watch,patch',
+        '/pods: list,watch',
+        'admissionregistration.k8s.io/mutatingwebhookconfigurations[ctrlmesh-agent-eu-west-1]: get,update,delete',
+        'admissionregistration.k8s.io/mutatingwebhookconfigurations: create',
+        `apiextensions.k8s.io/customresourcedefinitions[${crds}]: get,update`,
+        // rbac.relatedResources of the example values.
+        '/configmaps: list,watch,patch',
+        '/services: list,watch,patch',
+        'apps/deployments: list,watch,patch',
+      ].sort(),
+    );
+  });
+
+  it.each(['ctrlmesh-hub', 'ctrlmesh-agent'])('%s takes every credential from existing Secrets, mounted read-only, mode 0400', async (chart) => {
+    const objects = await renderedObjects({ chart, namespace: 'ctrlmesh-system', values: withSecrets(chart) });
+    // Nothing secret is rendered from values: the chart creates no Secret with these values.
+    expect(objects.filter((o) => o.kind === 'Secret').map((o) => o.metadata.name)).toEqual([]);
+    const pod = objects.find((o) => o.kind === 'Deployment')?.spec?.template?.spec;
+    expect(pod?.securityContext?.fsGroup).toBe(1000);
+    const credentials = pod?.volumes?.find((v) => v.name === 'credentials');
+    expect(credentials?.projected?.defaultMode).toBe(0o400);
+    const projected = Object.fromEntries(
+      (credentials?.projected?.sources ?? []).flatMap((s) => (s.secret?.items ?? []).map((i) => [i.path, `${s.secret?.name ?? ''}/${i.key}`])),
+    );
+    const [container] = pod?.containers ?? [];
+    expect(container?.volumeMounts).toContainEqual({ name: 'credentials', mountPath: '/etc/ctrlmesh/credentials', readOnly: true });
+    const dir = '/etc/ctrlmesh/credentials';
+    if (chart === 'ctrlmesh-hub') {
+      expect(projected).toEqual({
+        'nats-ca.crt': 'nats-server-tls/ca.crt',
+        'hub.creds': 'ctrlmesh-hub-creds/hub.creds',
+        'route-signing.nk': 'ctrlmesh-hub-signing/route-signing.nk',
+        'issuer.nk': 'ctrlmesh-hub-issuer/issuer.nk',
+        tokens: 'ctrlmesh-hub-tokens/tokens',
+      });
+      expect(container?.args).toEqual(
+        expect.arrayContaining([
+          `--nats-ca=${dir}/nats-ca.crt`,
+          `--nats-creds=${dir}/hub.creds`,
+          `--signing-key=${dir}/route-signing.nk`,
+          `--agent-issuer=${dir}/issuer.nk`,
+          `--token-file=${dir}/tokens`,
+        ]),
+      );
+    } else {
+      expect(projected).toEqual({
+        'nats-ca.crt': 'nats-server-tls/ca.crt',
+        'bootstrap.creds': 'ctrlmesh-agent-bootstrap/bootstrap.creds',
+        token: 'ctrlmesh-bootstrap-token/token',
+      });
+      expect(container?.args).toEqual(
+        expect.arrayContaining([
+          `--nats-ca=${dir}/nats-ca.crt`,
+          `--nats-creds=${dir}/bootstrap.creds`,
+          `--token-file=${dir}/token`,
+          '--proxy-route-signer=NBPOJEWWRNW26SIZOHWN6N3L2VP7ULAAM5QMTRROJVYPWFDTFIT6U4KK',
+          '--proxy-secret=operator-proxy',
+        ]),
+      );
+    }
+  });
+
+  it('a ShardingConfig is written by namespace admins only, unless rbac.shardingConfigWriters is edit', async () => {
+    const aggregation = async (values?: string): Promise<Record<string, string[]>> => {
+      const objects = await renderedObjects({ chart: 'ctrlmesh-hub', namespace: 'ctrlmesh-system', ...(values ? { values } : {}) });
+      const writers: Record<string, string[]> = {};
+      for (const role of objects.filter((o) => o.kind === 'ClusterRole')) {
+        const labels = (role.metadata as { labels?: Record<string, string> }).labels ?? {};
+        const to = ['view', 'edit', 'admin'].filter((r) => labels[`rbac.authorization.k8s.io/aggregate-to-${r}`] === 'true');
+        for (const rule of role.rules ?? []) {
+          if (!rule.verbs?.includes('create')) continue;
+          for (const resource of rule.resources ?? []) writers[resource] = [...(writers[resource] ?? []), ...to].sort();
+        }
+      }
+      return writers;
+    };
+    expect(await aggregation()).toEqual({ shardingconfigs: ['admin'], circuitbreakers: ['admin', 'edit'], faultinjections: ['admin', 'edit'] });
+    expect((await aggregation(withSecrets('ctrlmesh-hub'))).shardingconfigs).toEqual(['admin', 'edit']);
   });
 });

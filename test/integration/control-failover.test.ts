@@ -1,5 +1,5 @@
 import { CustomObjectsApi, type KubernetesObject } from '@kubernetes/client-node';
-import { connect, type NatsConnection } from '@nats-io/transport-node';
+import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AgentHandle } from '../../src/agent/index.js';
 import type { ClusterHealth, HubHandle } from '../../src/hub/index.js';
@@ -19,24 +19,29 @@ import {
   type RouteTable,
   type Watch,
 } from '../../src/transport/index.js';
-import { GROUP, apply, ensureNamespace, eventually, logger, privateNats, routeTables, runAgent, runHub } from './control-fixture.js';
+import {
+  GROUP,
+  apply,
+  bootstrapTokens,
+  ensureNamespace,
+  handWrittenConfig,
+  eventually,
+  logger,
+  observe,
+  privateNats,
+  proxyNatsConfig,
+  routeSignerKey,
+  routeTables,
+  runAgent,
+  runHub,
+} from './control-fixture.js';
 import { cluster, kubeConfigFor, uniqueName } from './helpers/testbed.js';
 
 const HASH = 'ctrlmesh.kusionstack.io/sharding-hash';
 const NS = 'operator-failover';
 
-/** A hand-written (KusionStack-style) config owning the given buckets of its cluster. */
-function handConfig(name: string, buckets: string[], key = HASH): KubernetesObject & { spec: unknown } {
-  return {
-    apiVersion: `${GROUP}/v1alpha1`,
-    kind: 'ShardingConfig',
-    metadata: { name, namespace: NS },
-    spec: {
-      selector: { matchLabels: { app: name } },
-      limits: [{ relateResources: [{ apiGroups: [''], resources: ['configmaps'] }], selector: { matchExpressions: [{ key, operator: 'In', values: buckets }] } }],
-    },
-  };
-}
+/** A hand-written config of this file's namespace. */
+const handConfig = (name: string, buckets: string[], key = HASH): KubernetesObject & { spec: unknown } => handWrittenConfig(NS, name, buckets, key);
 
 /** An auto-sharding root of `size` shards over configmaps. */
 function rollRoot(size: number): KubernetesObject & { spec: unknown } {
@@ -79,14 +84,14 @@ describe('failures: hub failover, agent loss, invalid configs, bad input, NATS r
 
   beforeAll(async () => {
     nats = await privateNats();
-    hubs.push(await runHub(nats.nats.url, 'hub-1'));
+    hubs.push(await runHub(nats.nats, 'hub-1', { tokens: bootstrapTokens(name) }));
     await eventually(() => expect(hubs[0]?.isLeader()).toBe(true));
-    hubs.push(await runHub(nats.nats.url, 'hub-2'));
-    agent = await runAgent({ registryName: name, bed: cluster(0), nats: nats.nats.url, webhook: undefined });
-    nc = await connect({ servers: nats.nats.url, maxReconnectAttempts: -1, reconnectTimeWait: 200 });
-    link = await connectNats({ servers: nats.nats.url, name: 'test-proxy', logger });
+    hubs.push(await runHub(nats.nats, 'hub-2', { tokens: bootstrapTokens(name) }));
+    agent = await runAgent({ registryName: name, bed: cluster(0), nats: nats.nats, webhook: undefined });
+    nc = await observe(nats.nats, { maxReconnectAttempts: -1, reconnectTimeWait: 200 });
+    link = await connectNats({ config: await proxyNatsConfig(nats.nats, operator, shard1()), name: 'test-proxy', logger });
     // What a proxy does, for the whole file: follow its shard's table through the transport API.
-    watch = watchRouteTable({ link, operator, shard: shard1(), logger, onTable: (t) => applied.push(t) });
+    watch = watchRouteTable({ link, operator, shard: shard1(), logger, trusted: [routeSignerKey(nats.nats)], onTable: (t) => applied.push(t) });
     await ensureNamespace(kc, NS);
     await eventually(() => apply(kc, handConfig('h1', ['0', '1'])));
     await eventually(() => apply(kc, handConfig('h2', ['2'])));
@@ -143,7 +148,11 @@ describe('failures: hub failover, agent loss, invalid configs, bad input, NATS r
     expect(buckets(revoked, s(2)).filter((b) => b < 16)).toEqual([]);
     // Shard 1's proxy applies the table that revoked 8-15 and says so; shard 2 stays silent.
     const v1 = revoked.find((t) => t.shard === s(1))?.version as number;
-    acknowledge({ link, operator: op, shard: s(1), version: v1, from: 'test-proxy' });
+    // As shard 1's proxy, whose identity may acknowledge for shard 1 alone.
+    const proxy1 = await connectNats({ config: await proxyNatsConfig(nats.nats, op, s(1)), name: 'test-proxy-roll-1', logger });
+    acknowledge({ link: proxy1, operator: op, shard: s(1), version: v1, from: 'test-proxy' });
+    await proxy1.nc.flush();
+    await proxy1.close();
     await eventually(async () => {
       const t = await routeTables(nc, op);
       expect(buckets(t, s(2))).toEqual([8, 9, 10, 11, 12, 13, 14, 15]);
@@ -227,7 +236,7 @@ describe('failures: hub failover, agent loss, invalid configs, bad input, NATS r
     expect(before).toBeGreaterThan(0);
     await Promise.all(hubs.map((h) => h.stop()));
     hubs.length = 0;
-    hubs.push(await runHub(nats.nats.url, 'hub-3'));
+    hubs.push(await runHub(nats.nats, 'hub-3', { tokens: bootstrapTokens(name) }));
     const fresh = hubs[0] as HubHandle;
     await eventually(() => expect(fresh.status().clusters.find((c) => c.name === name)?.registeredAt).toBe(registered?.registeredAt));
     await eventually(() => expect(fresh.isLeader()).toBe(true));
@@ -238,7 +247,7 @@ describe('failures: hub failover, agent loss, invalid configs, bad input, NATS r
   it('a hub restarted in the middle of a handover grants on the stored acknowledgements, not the lease', async () => {
     const op = `${NS}/roll`;
     // Proxy leases far longer than the test: only acknowledgements can complete this handover.
-    const patient = (identity: string): Promise<HubHandle> => runHub(nats.nats.url, identity, { proxyLeaseSeconds: 600 });
+    const patient = (identity: string): Promise<HubHandle> => runHub(nats.nats, identity, { tokens: bootstrapTokens(name), proxyLeaseSeconds: 600 });
     await Promise.all(hubs.map((h) => h.stop()));
     hubs.length = 0;
     let hub = await patient('hub-patient-1');
@@ -263,7 +272,7 @@ describe('failures: hub failover, agent loss, invalid configs, bad input, NATS r
     expect(granted.length).toBe(pending.length);
     for (const h of granted) expect(h.grantedBy).toBe('ack');
     await hub.stop();
-    hubs.push(await runHub(nats.nats.url, 'hub-4'));
+    hubs.push(await runHub(nats.nats, 'hub-4', { tokens: bootstrapTokens(name) }));
     await eventually(() => expect(hubs[0]?.isLeader()).toBe(true), 20_000);
   });
 
@@ -289,7 +298,7 @@ describe('failures: hub failover, agent loss, invalid configs, bad input, NATS r
       expect((lost[0]?.at ?? 0) - lastHeartbeat).toBeGreaterThanOrEqual(2_000);
       expect((lost[1]?.at ?? 0) - lastHeartbeat).toBeGreaterThanOrEqual(5_000);
       logger.info({ unknownAfterMs: (lost[0]?.at ?? 0) - lastHeartbeat, offlineAfterMs: (lost[1]?.at ?? 0) - lastHeartbeat }, 'health after the last heartbeat');
-      agent = await runAgent({ registryName: name, bed: cluster(0), nats: nats.nats.url, webhook: undefined });
+      agent = await runAgent({ registryName: name, bed: cluster(0), nats: nats.nats, webhook: undefined });
       // A restarting agent says "not in sync yet" (Unknown) until its informers have listed.
       await eventually(() => expect(seen.at(-1)?.health).toBe('Ready'));
     } finally {

@@ -1,15 +1,15 @@
+import { readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoreV1Api, CustomObjectsApi, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
 import { Kvm } from '@nats-io/kv';
-import type { NatsConnection } from '@nats-io/transport-node';
-import { Value } from '@sinclair/typebox/value';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { pino, type Logger } from 'pino';
 import { AGENT_DEFAULTS, startAgent, type AgentHandle, type AgentOptions } from '../../src/agent/index.js';
-import { startNats, type ClusterInfo, type NatsHandle } from '../../src/dev/index.js';
+import { natsClientConfig, startNats, type ClusterInfo, type NatsEndpoint, type NatsHandle, type NatsSecurity } from '../../src/dev/index.js';
 import { HUB_DEFAULTS, startHub, type HubHandle, type HubOptions } from '../../src/hub/index.js';
-import { Buckets, Keys, RouteTableSchema, type RouteTable } from '../../src/transport/index.js';
+import { Buckets, Keys, natsConnectionOptions, openRouteTable, type NatsClientConfig, type RouteTable } from '../../src/transport/index.js';
 import { kubeConfigFor } from './helpers/testbed.js';
 
 export const GROUP = 'ctrlmesh.kusionstack.io';
@@ -18,6 +18,40 @@ export const GROUP = 'ctrlmesh.kusionstack.io';
 export const logger: Logger = pino({ level: process.env.CTRLMESH_TEST_LOG ?? 'silent' });
 
 export const TOKEN = 'test-bootstrap-token';
+
+/** The hub's bootstrap tokens for these clusters: each registers with TOKEN, bound to its own name. */
+export function bootstrapTokens(...clusters: string[]): HubOptions['tokens'] {
+  return clusters.map((cluster) => ({ cluster, token: TOKEN }));
+}
+
+/** The bed's security: tests run NATS with TLS and JWT auth, as production does. */
+export function security(nats: NatsEndpoint): NatsSecurity {
+  if (!nats.security) throw new Error(`NATS at ${nats.url} runs without security; tests expect TLS and auth`);
+  return nats.security;
+}
+
+const seed = (path: string): string => readFileSync(path, 'utf8').trim();
+
+/** The hub's connection: TLS and the hub's creds. */
+export function hubNatsConfig(nats: NatsEndpoint): NatsClientConfig {
+  const { auth, caFile } = security(nats);
+  return { servers: [nats.url], tls: { caFile }, credentials: { kind: 'creds', file: auth.hubCreds } };
+}
+
+/** The public key proxies trust: the hub's route-signing key. */
+export function routeSignerKey(nats: NatsEndpoint): string {
+  return security(nats).auth.routeSigningPublicKey;
+}
+
+/** A raw client with the hub's identity, to look at what the control plane stored. */
+export async function observe(nats: NatsEndpoint, extra: { maxReconnectAttempts?: number; reconnectTimeWait?: number } = {}): Promise<NatsConnection> {
+  return connect({ ...natsConnectionOptions(hubNatsConfig(nats)), ...extra });
+}
+
+/** A proxy's connection: TLS and the creds of its shard alone. */
+export async function proxyNatsConfig(nats: NatsEndpoint, operator: string, shard: string): Promise<NatsClientConfig> {
+  return natsClientConfig(nats, { role: 'proxy', operator, shard });
+}
 
 /** A NATS server of the test's own, so stopping it disturbs no other file. */
 export async function privateNats(): Promise<{ nats: NatsHandle; cleanup(): Promise<void> }> {
@@ -33,11 +67,14 @@ export async function privateNats(): Promise<{ nats: NatsHandle; cleanup(): Prom
 }
 
 /** Short thresholds so failures show within seconds. */
-export function hubOptions(nats: string, identity: string, overrides: Partial<HubOptions> = {}): HubOptions {
+export function hubOptions(nats: NatsEndpoint, identity: string, overrides: Partial<HubOptions> = {}): HubOptions {
+  const { auth } = security(nats);
   return {
     ...HUB_DEFAULTS,
-    nats,
-    tokens: [TOKEN],
+    nats: hubNatsConfig(nats),
+    tokens: [],
+    signingSeed: seed(auth.routeSigningSeed),
+    agentIssuer: { seed: seed(auth.issuerSeed), account: auth.accountPublicKey },
     identity,
     leaseTtlMs: 3_000,
     leaseRenewMs: 1_000,
@@ -49,14 +86,18 @@ export function hubOptions(nats: string, identity: string, overrides: Partial<Hu
   };
 }
 
-export function agentOptions(options: { registryName: string; bed: ClusterInfo; nats: string } & Partial<Omit<AgentOptions, 'cluster'>>): AgentOptions {
+type AgentFixtureOptions = { registryName: string; bed: ClusterInfo; nats: NatsEndpoint } & Partial<Omit<AgentOptions, 'cluster' | 'nats'>>;
+
+/** An agent of the bed's cluster `bed`, registered as `registryName` with the bootstrap identity and TOKEN. */
+export function agentOptions(options: AgentFixtureOptions): AgentOptions {
   const { registryName, bed, nats, ...overrides } = options;
+  const { auth, caFile } = security(nats);
   return {
     ...AGENT_DEFAULTS,
     cluster: registryName,
     clusterLabels: { testbed: bed.name },
     kc: kubeConfigFor(bed),
-    nats,
+    nats: { servers: [nats.url], tls: { caFile }, credentials: { kind: 'creds', file: auth.bootstrapCreds } },
     token: TOKEN,
     hash: { algorithm: 'kusionstack' },
     heartbeatMs: 500,
@@ -68,11 +109,11 @@ export function agentOptions(options: { registryName: string; bed: ClusterInfo; 
   };
 }
 
-export async function runHub(nats: string, identity: string, overrides: Partial<HubOptions> = {}): Promise<HubHandle> {
+export async function runHub(nats: NatsEndpoint, identity: string, overrides: Partial<HubOptions> = {}): Promise<HubHandle> {
   return startHub(hubOptions(nats, identity, overrides), { logger: logger.child({ hub: identity }) });
 }
 
-export async function runAgent(options: Parameters<typeof agentOptions>[0]): Promise<AgentHandle> {
+export async function runAgent(options: AgentFixtureOptions): Promise<AgentHandle> {
   return startAgent(agentOptions(options), { logger: logger.child({ agent: options.registryName }) });
 }
 
@@ -95,6 +136,19 @@ export async function ensureNamespace(kc: KubeConfig, name: string): Promise<voi
   } catch (err) {
     if ((err as { code?: number }).code !== 409) throw err;
   }
+}
+
+/** A hand-written (KusionStack-style) config owning the given buckets (values of label `key`) of its cluster. */
+export function handWrittenConfig(namespace: string, name: string, buckets: string[], key: string): KubernetesObject & { spec: unknown } {
+  return {
+    apiVersion: `${GROUP}/v1alpha1`,
+    kind: 'ShardingConfig',
+    metadata: { name, namespace },
+    spec: {
+      selector: { matchLabels: { app: name } },
+      limits: [{ relateResources: [{ apiGroups: [''], resources: ['configmaps'] }], selector: { matchExpressions: [{ key, operator: 'In', values: buckets }] } }],
+    },
+  };
 }
 
 /** Creates or replaces a ShardingConfig; a 409 (the agent wrote its status meanwhile) reads it again and retries. */
@@ -127,7 +181,10 @@ export async function routeTables(nc: NatsConnection, operator: string): Promise
   const tables: RouteTable[] = [];
   for await (const key of await kv.keys(Keys.routesOf(operator))) {
     const entry = await kv.get(key);
-    if (entry?.operation === 'PUT') tables.push(Value.Parse(RouteTableSchema, entry.json()));
+    if (entry?.operation !== 'PUT') continue;
+    const opened = openRouteTable(entry.value);
+    if (!opened.ok) throw new Error(`route table ${key}: ${opened.reason}`);
+    tables.push(opened.value);
   }
   return tables;
 }

@@ -3,13 +3,13 @@ import { readFileSync } from 'node:fs';
 import { promisify } from 'node:util';
 import { AdmissionregistrationV1Api, CoreV1Api, CustomObjectsApi, loadYaml, type KubernetesObject } from '@kubernetes/client-node';
 import { Kvm } from '@nats-io/kv';
-import { connect, type NatsConnection } from '@nats-io/transport-node';
+import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { webhookConfigurationName, type AgentHandle } from '../../src/agent/index.js';
 import type { HubHandle } from '../../src/hub/index.js';
 import { bucketOf, createHashSettings } from '../../src/sharding/index.js';
 import { Buckets, Keys, type ClusterReport, type RouteTable } from '../../src/transport/index.js';
-import { GROUP, apply, ensureNamespace, eventually, logger, privateNats, routeTables, runAgent, runHub } from './control-fixture.js';
+import { GROUP, apply, bootstrapTokens, ensureNamespace, eventually, logger, observe, privateNats, routeTables, runAgent, runHub } from './control-fixture.js';
 import { cluster, kubeConfigFor, uniqueName } from './helpers/testbed.js';
 
 const HASH = 'ctrlmesh.kusionstack.io/sharding-hash';
@@ -28,6 +28,7 @@ describe('two clusters under one hub (real API servers, private NATS)', () => {
   const kcB = kubeConfigFor(cluster(1));
   const nameA = uniqueName('fleet-a');
   const nameB = uniqueName('fleet-b');
+  const nameLeaving = uniqueName('leaving');
   let nats: Awaited<ReturnType<typeof privateNats>>;
   let hub: HubHandle;
   let agents: AgentHandle[] = [];
@@ -35,12 +36,12 @@ describe('two clusters under one hub (real API servers, private NATS)', () => {
 
   beforeAll(async () => {
     nats = await privateNats();
-    hub = await runHub(nats.nats.url, 'hub-1');
+    hub = await runHub(nats.nats, 'hub-1', { tokens: bootstrapTokens(nameA, nameB, nameLeaving) });
     agents = await Promise.all([
-      runAgent({ registryName: nameA, bed: cluster(0), nats: nats.nats.url, hash: { algorithm: 'kusionstack' } }),
-      runAgent({ registryName: nameB, bed: cluster(1), nats: nats.nats.url, hash: { algorithm: 'fnv' } }),
+      runAgent({ registryName: nameA, bed: cluster(0), nats: nats.nats, hash: { algorithm: 'kusionstack' } }),
+      runAgent({ registryName: nameB, bed: cluster(1), nats: nats.nats, hash: { algorithm: 'fnv' } }),
     ]);
-    nc = await connect({ servers: nats.nats.url });
+    nc = await observe(nats.nats);
   });
 
   afterAll(async () => {
@@ -95,7 +96,7 @@ describe('two clusters under one hub (real API servers, private NATS)', () => {
 
   it('refuses a wrong bootstrap token with a clear error and records nothing', async () => {
     const name = uniqueName('intruder');
-    await expect(runAgent({ registryName: name, bed: cluster(0), nats: nats.nats.url, token: 'wrong' })).rejects.toMatchObject({
+    await expect(runAgent({ registryName: name, bed: cluster(0), nats: nats.nats, token: 'wrong' })).rejects.toMatchObject({
       code: 'CM_REGISTRATION',
       message: expect.stringMatching(new RegExp(`cluster "${name}" refused.*bootstrap token`)),
     });
@@ -272,9 +273,9 @@ describe('two clusters under one hub (real API servers, private NATS)', () => {
   });
 
   it('an agent stopped cleanly (what the CLI does on SIGTERM) removes its MutatingWebhookConfiguration', async () => {
-    const name = uniqueName('leaving');
+    const name = nameLeaving;
     const admission = kcA.makeApiClient(AdmissionregistrationV1Api);
-    const agent = await runAgent({ registryName: name, bed: cluster(0), nats: nats.nats.url });
+    const agent = await runAgent({ registryName: name, bed: cluster(0), nats: nats.nats });
     try {
       await eventually(async () => {
         const config = await admission.readMutatingWebhookConfiguration({ name: webhookConfigurationName(name) });

@@ -7,7 +7,7 @@ import type { AgentHandle } from '../../src/agent/index.js';
 import { HUB_DEFAULTS, type HubHandle, type OperatorStatus } from '../../src/hub/index.js';
 import { RECONCILED_BY } from '../../src/sample-operator/reconciler.js';
 import type { HandoverRecord } from '../../src/transport/index.js';
-import { GROUP, apply, ensureNamespace, eventually, logger, privateNats, runAgent, runHub } from './control-fixture.js';
+import { GROUP, apply, bootstrapTokens, ensureNamespace, eventually, logger, privateNats, runAgent, runHub } from './control-fixture.js';
 import { startE2eShard, type E2eShard, type ReconcileRecord } from './helpers/e2e-shard.js';
 import { bucket } from './helpers/proxy.js';
 import { cluster, kubeConfigFor, uniqueName } from './helpers/testbed.js';
@@ -122,9 +122,9 @@ describe('adding a shard live: units move with never two shards reconciling an o
     dir = await mkdtemp(join(tmpdir(), 'ctrlmesh-e2e-'));
     nats = await privateNats();
     // Default debounce (200 ms) and health thresholds: a loaded machine must not turn a cluster Unknown mid-test.
-    hub = await runHub(nats.nats.url, 'e2e-hub', { debounceMs: HUB_DEFAULTS.debounceMs, health: HUB_DEFAULTS.health, proxyLeaseSeconds: PROXY_LEASE_SECONDS, handoverHistory: 500 });
+    hub = await runHub(nats.nats, 'e2e-hub', { tokens: bootstrapTokens(...beds.map((b) => b.name)), debounceMs: HUB_DEFAULTS.debounceMs, health: HUB_DEFAULTS.health, proxyLeaseSeconds: PROXY_LEASE_SECONDS, handoverHistory: 500 });
     await eventually(() => expect(hub.isLeader()).toBe(true));
-    for (const bed of beds) agents.push(await runAgent({ registryName: bed.name, bed, nats: nats.nats.url, webhook: undefined }));
+    for (const bed of beds) agents.push(await runAgent({ registryName: bed.name, bed, nats: nats.nats, webhook: undefined }));
     // The workload: a ConfigMap in every namespace of both clusters, labelled with its bucket as the agents label them.
     for (const admin of admins) {
       for (const ns of namespaces) {
@@ -135,7 +135,7 @@ describe('adding a shard live: units move with never two shards reconciling an o
     await ensureNamespace(home, opNamespace);
     await apply(home, root(2));
     await settled(2);
-    for (const i of [1, 2]) shards.push(await startE2eShard({ nats: nats.nats.url, operator, shard: shardName(i), clusters: clusterNames, selector: `app=${app}`, dir: join(dir, `shard-${i}`), records }));
+    for (const i of [1, 2]) shards.push(await startE2eShard({ nats: nats.nats, operator, shard: shardName(i), clusters: clusterNames, selector: `app=${app}`, dir: join(dir, `shard-${i}`), records }));
     churning = startChurn();
   }, 120_000);
 
@@ -163,7 +163,7 @@ describe('adding a shard live: units move with never two shards reconciling an o
     // The third shard's proxy and operator run before the hub knows the shard, so its operator is live through the
     // handover and sees the moved objects only when its proxy applies the grant.
     const third = await startE2eShard({
-      nats: nats.nats.url,
+      nats: nats.nats,
       operator,
       shard: shardName(3),
       clusters: clusterNames,

@@ -2,11 +2,13 @@ import { AdmissionregistrationV1Api, ApiException, CoreV1Api, type KubeConfig, t
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ENABLE_PROXY_LABEL, type AgentHandle } from '../../src/agent/index.js';
 import type { HubHandle } from '../../src/hub/index.js';
-import { apply, ensureNamespace, eventually, privateNats, runAgent, runHub } from './control-fixture.js';
+import { apply, bootstrapTokens, ensureNamespace, eventually, privateNats, routeSignerKey, runAgent, runHub } from './control-fixture.js';
 import { cluster, kubeConfigFor, uniqueName } from './helpers/testbed.js';
 
 const IMAGE = 'controllermesh:injection-test';
 const KUBECONFIG = '/var/run/ctrlmesh/kubeconfig';
+const CREDENTIALS = '/etc/ctrlmesh/credentials';
+const PROXY_SECRET = 'operator-proxy-credentials';
 
 describe('sidecar injection by the agent webhook, in a real API server', () => {
   const registryName = uniqueName('inject');
@@ -42,8 +44,13 @@ describe('sidecar injection by the agent webhook, in a real API server', () => {
     kc = kubeConfigFor(cluster(0));
     core = kc.makeApiClient(CoreV1Api);
     nats = await privateNats();
-    hub = await runHub(nats.nats.url, uniqueName('hub'));
-    agent = await runAgent({ registryName, bed: cluster(0), nats: nats.nats.url, sidecar: { image: IMAGE } });
+    hub = await runHub(nats.nats, uniqueName('hub'), { tokens: bootstrapTokens(registryName) });
+    agent = await runAgent({
+      registryName,
+      bed: cluster(0),
+      nats: nats.nats,
+      sidecar: { image: IMAGE, routeSigners: [routeSignerKey(nats.nats)], secretName: PROXY_SECRET },
+    });
     await ensureNamespace(kc, namespace);
     await apply(kc, shardingConfig('demo', { app: 'demo' }));
     // The agent registers its MutatingWebhookConfiguration once its informers run.
@@ -71,16 +78,45 @@ describe('sidecar injection by the agent webhook, in a real API server', () => {
     const [sidecar, ...otherInit] = created.spec?.initContainers ?? [];
     expect(otherInit).toEqual([]);
     expect(sidecar).toMatchObject({ name: 'ctrlmesh-proxy', image: IMAGE, restartPolicy: 'Always' });
-    // The proxy follows the shard `<cluster>/<config>` of operator `<namespace>/<config>` through the hub's NATS.
-    expect(sidecar?.args?.slice(0, 4)).toEqual(['proxy', `--nats=${nats.nats.url}`, `--operator=${namespace}/demo`, `--shard=${registryName}/demo`]);
-    expect(sidecar?.volumeMounts).toEqual([{ name: 'ctrlmesh-kubeconfig', mountPath: '/var/run/ctrlmesh' }]);
+    // The proxy follows the shard `<cluster>/<config>` of operator `<namespace>/<config>` through the hub's NATS
+    // (TLS, as the agent reaches it), as that shard's own NATS user, trusting only tables the hub's key signed.
+    expect(sidecar?.args).toEqual([
+      'proxy',
+      `--nats=${nats.nats.url}`,
+      `--nats-ca=${CREDENTIALS}/nats-ca.crt`,
+      `--nats-creds=${CREDENTIALS}/nats.creds`,
+      `--route-signer=${routeSignerKey(nats.nats)}`,
+      `--operator=${namespace}/demo`,
+      `--shard=${registryName}/demo`,
+      '--listen=127.0.0.1:5443',
+      '--ops-listen=0.0.0.0:5441',
+      '--store=/var/run/ctrlmesh/route-table.json',
+      `--write-kubeconfig=${KUBECONFIG}`,
+      `--credentials=${CREDENTIALS}/kubeconfig`,
+    ]);
+    expect(sidecar?.volumeMounts).toEqual([
+      { name: 'ctrlmesh-kubeconfig', mountPath: '/var/run/ctrlmesh' },
+      { name: 'ctrlmesh-proxy-credentials', mountPath: CREDENTIALS, readOnly: true },
+    ]);
     expect(created.spec?.volumes?.find((v) => v.name === 'ctrlmesh-kubeconfig')?.emptyDir).toEqual({});
+    // One Secret of the pod's namespace; only this shard's identity is projected into the proxy, owner-read only.
+    expect(created.spec?.volumes?.find((v) => v.name === 'ctrlmesh-proxy-credentials')?.secret).toEqual({
+      secretName: PROXY_SECRET,
+      items: [
+        { key: 'kubeconfig', path: 'kubeconfig' },
+        { key: 'nats-ca.crt', path: 'nats-ca.crt' },
+        { key: `${registryName}.demo.creds`, path: 'nats.creds' },
+      ],
+      defaultMode: 0o400,
+    });
+    expect(created.spec?.securityContext?.fsGroup).toBe(1000);
     const [manager, shipper] = created.spec?.containers ?? [];
     expect(manager?.args).toEqual(['--leader-elect', `--kubeconfig=${KUBECONFIG}`]);
     expect(manager?.env).toEqual([{ name: 'KUBECONFIG', value: KUBECONFIG }]);
     expect(manager?.volumeMounts).toContainEqual({ name: 'ctrlmesh-kubeconfig', mountPath: '/var/run/ctrlmesh', readOnly: true });
     expect(shipper?.env).toEqual([{ name: 'LEVEL', value: 'info' }]);
     expect(shipper?.volumeMounts?.some((m) => m.name === 'ctrlmesh-kubeconfig') ?? false).toBe(false);
+    expect([manager, shipper].some((c) => c?.volumeMounts?.some((m) => m.name === 'ctrlmesh-proxy-credentials'))).toBe(false);
     expect(created.metadata?.annotations?.['ctrlmesh.kusionstack.io/sharding-config']).toBe('demo');
   });
 
@@ -105,7 +141,10 @@ describe('sidecar injection by the agent webhook, in a real API server', () => {
     });
     const labels = { app: 'sample', [ENABLE_PROXY_LABEL]: 'true' };
     const created = await core.createNamespacedPod({ namespace, body: pod('sample-1', labels) });
-    expect(created.spec?.initContainers?.[0]?.args?.slice(2, 4)).toEqual([`--operator=${namespace}/sample-root`, `--shard=${registryName}/sample-2-normal`]);
+    const [sidecar] = created.spec?.initContainers ?? [];
+    expect(sidecar?.args?.filter((a) => /^--(operator|shard)=/.test(a))).toEqual([`--operator=${namespace}/sample-root`, `--shard=${registryName}/sample-2-normal`]);
+    const secret = created.spec?.volumes?.find((v) => v.name === 'ctrlmesh-proxy-credentials')?.secret;
+    expect(secret?.items?.map((i) => i.key)).toEqual(['kubeconfig', 'nats-ca.crt', `${registryName}.sample-2-normal.creds`]);
     const refusal = await core.createNamespacedPod({ namespace, body: pod('stray', labels) }).then(
       () => undefined,
       (err: unknown) => err as ApiException<string>,

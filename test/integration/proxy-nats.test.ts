@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -5,7 +6,17 @@ import { CoreV1Api } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startNats, type NatsHandle } from '../../src/dev/index.js';
 import { NatsRouteSource } from '../../src/proxy/index.js';
-import { connectNats, createBuckets, publishRouteTable, subscribeAcks, type Ack, type NatsLink } from '../../src/transport/index.js';
+import {
+  connectNats,
+  createBuckets,
+  publishRouteTable,
+  routeSigner,
+  subscribeAcks,
+  type Ack,
+  type NatsClientConfig,
+  type NatsLink,
+} from '../../src/transport/index.js';
+import { hubNatsConfig, proxyNatsConfig, routeSignerKey, security } from './control-fixture.js';
 import type { RouteTable } from '../../src/transport/index.js';
 import { HASH_LABEL, bucket, clusterRoute, routeTable, settles, silent, startTestProxy, type TestProxy } from './helpers/proxy.js';
 import { cluster, kubeConfigFor, testbed, uniqueName } from './helpers/testbed.js';
@@ -21,7 +32,18 @@ describe('the proxy following its route table in NATS (a private NATS server, st
   let hub: NatsLink;
   const acks: Ack[] = [];
   let publish: (table: RouteTable) => Promise<number>;
-  const source = (shard: string) => () => new NatsRouteSource({ servers: [nats.url], operator: OPERATOR, shard, from: `${shard}-pod`, logger: silent, reackMs: 500 });
+  // Each shard's proxy connects with its own identity, minted before the test starts it.
+  const identities = new Map<string, NatsClientConfig>();
+  const source = (shard: string) => () =>
+    new NatsRouteSource({
+      nats: identities.get(shard) as NatsClientConfig,
+      trusted: [routeSignerKey(nats)],
+      operator: OPERATOR,
+      shard,
+      from: `${shard}-pod`,
+      logger: silent,
+      reackMs: 500,
+    });
   const readyz = async (harness: TestProxy) => {
     const res = await fetch(`${harness.proxy.opsUrl}/readyz`);
     return { status: res.status, text: await res.text() };
@@ -30,13 +52,15 @@ describe('the proxy following its route table in NATS (a private NATS server, st
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), 'ctrlmesh-proxy-nats-'));
     nats = await startNats({ dir: join(dir, 'nats'), logger: silent });
-    hub = await connectNats({ servers: nats.url, name: 'test-hub', logger: silent });
+    hub = await connectNats({ config: hubNatsConfig(nats), name: 'test-hub', logger: silent });
+    for (const shard of ['shard-live', 'shard-stored']) identities.set(shard, await proxyNatsConfig(nats, OPERATOR, shard));
+    const signer = routeSigner(readFileSync(security(nats).auth.routeSigningSeed, 'utf8'));
     const { routes } = await createBuckets({ js: hub.js, replicas: 1, leaseTtlMs: 10_000 });
     // After a restart of nats-server JetStream answers only once it has recovered its store: retry until then.
     publish = async (table) => {
       let revision = 0;
       await settles(async () => {
-        revision = await publishRouteTable(routes, table);
+        revision = await publishRouteTable(routes, signer, table);
       }, 30_000);
       return revision;
     };

@@ -1,12 +1,12 @@
 import { jetstreamManager } from '@nats-io/jetstream';
 import { Kvm, type KvWatchEntry } from '@nats-io/kv';
-import { connect } from '@nats-io/transport-node';
 import { describe, expect, it } from 'vitest';
+import { observe } from './control-fixture.js';
 import { testbed, uniqueName } from './helpers/testbed.js';
 
 describe('the shared test bed: NATS with JetStream', () => {
   it('puts, watches and deletes a key in a KV bucket', async () => {
-    const nc = await connect({ servers: testbed().nats.url });
+    const nc = await observe(testbed().nats);
     try {
       const bucket = uniqueName('bed');
       const kv = await new Kvm(nc).create(bucket);

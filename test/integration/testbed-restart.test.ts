@@ -1,11 +1,11 @@
 import { CoreV1Api } from '@kubernetes/client-node';
 import { Kvm } from '@nats-io/kv';
-import { connect } from '@nats-io/transport-node';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startApiServer, startEtcd, startNats, type EtcdHandle } from '../../src/dev/index.js';
+import { observe } from './control-fixture.js';
 import { kubeConfigFor } from './helpers/testbed.js';
 
 // Private servers: stopping them must not disturb the shared bed other files use.
@@ -43,14 +43,14 @@ describe('private test servers restart on the same address with their data', () 
   it('nats-server: stop(), start(), and a KV value written before is still there', async () => {
     const nats = await startNats({ dir: join(dir, 'nats') });
     try {
-      const write = await connect({ servers: nats.url });
+      const write = await observe(nats);
       await (await new Kvm(write).create('restart')).put('k', 'kept');
       await write.close();
 
       await nats.stop();
       await nats.start();
 
-      const read = await connect({ servers: nats.url });
+      const read = await observe(nats);
       try {
         expect((await (await new Kvm(read).open('restart')).get('k'))?.string()).toBe('kept');
       } finally {

@@ -26,3 +26,15 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "ctrlmesh-agent.webhookSecret" -}}
 {{- .Values.webhook.tlsSecret | default (printf "%s-webhook-tls" (include "ctrlmesh-agent.fullname" .)) -}}
 {{- end -}}
+
+{{- define "ctrlmesh-agent.clusterName" -}}
+{{- .Values.clusterName | default .Release.Name -}}
+{{- end -}}
+
+{{- /* The agent's MutatingWebhookConfiguration: webhookConfigurationName in src/agent/webhook.ts. */ -}}
+{{- define "ctrlmesh-agent.webhookConfigurationName" -}}
+{{- regexReplaceAll "[^a-z0-9.-]" (printf "ctrlmesh-agent-%s" (include "ctrlmesh-agent.clusterName" .) | lower) "-" -}}
+{{- end -}}
+
+{{- /* Where the agent's NATS Secret files are mounted (one projected, read-only volume). */ -}}
+{{- define "ctrlmesh-agent.credentialsDir" -}}/etc/ctrlmesh/credentials{{- end -}}

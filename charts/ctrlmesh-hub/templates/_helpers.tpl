@@ -16,5 +16,12 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
 {{- define "ctrlmesh-hub.tokensSecret" -}}
-{{- .Values.bootstrapTokens.existingSecret | default (printf "%s-tokens" (include "ctrlmesh-hub.fullname" .)) -}}
+{{- if .Values.bootstrapTokens.generateFor -}}
+{{- printf "%s-tokens" (include "ctrlmesh-hub.fullname" .) -}}
+{{- else -}}
+{{- required "bootstrapTokens.existingSecret (or bootstrapTokens.generateFor) is required: agents register with its tokens" .Values.bootstrapTokens.existingSecret -}}
 {{- end -}}
+{{- end -}}
+
+{{- /* Where the hub's Secret files are mounted (one projected, read-only volume). */ -}}
+{{- define "ctrlmesh-hub.credentialsDir" -}}/etc/ctrlmesh/credentials{{- end -}}

@@ -4,6 +4,34 @@ import { loadKubeConfig } from '../../kube/index.js';
 import { HASH_ALGORITHMS, type HashAlgorithm } from '../../sharding/index.js';
 import { intValue, requiredString, stringList, stringValue, type Command, type CommandContext } from '../command.js';
 import { parseLabels, parseListen, readFlagFile, readTokens, untilAborted } from './flags.js';
+import { natsOptions, requiredNatsConfig } from './nats-flags.js';
+
+/** The Secret, in each operator pod's namespace, the injected proxy takes its credentials from (docs/install.md). */
+const DEFAULT_PROXY_SECRET = 'ctrlmesh-proxy';
+
+/** The injected proxy: its image, the hub's route-signing keys it trusts, the Secret it mounts; undefined without --proxy-image. */
+function sidecarOptions(ctx: CommandContext): AgentOptions['sidecar'] {
+  const image = stringValue(ctx, 'proxy-image');
+  const signers = stringList(ctx, 'proxy-route-signer').flatMap((k) => k.split(',')).map((k) => k.trim()).filter(Boolean);
+  const secret = stringValue(ctx, 'proxy-secret');
+  if (!image) {
+    if (signers.length || secret !== undefined) throw new UsageError('--proxy-route-signer and --proxy-secret configure the injected proxy: give --proxy-image too');
+    return undefined;
+  }
+  if (signers.length === 0) {
+    throw new UsageError(
+      "--proxy-image needs --proxy-route-signer: the public key (N...) of the hub's --signing-key, which the injected proxies " +
+        'trust (route-signing.pub of `ctrlmesh nats-auth init`)',
+    );
+  }
+  const bad = signers.find((k) => !/^N[A-Z2-7]{55}$/.test(k));
+  if (bad) throw new UsageError(`--proxy-route-signer must be a public server nkey (N followed by 55 characters), not "${bad}"`);
+  const secretName = secret ?? DEFAULT_PROXY_SECRET;
+  if (!/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/.test(secretName) || secretName.length > 253) {
+    throw new UsageError(`--proxy-secret must be a Secret name (lower-case DNS subdomain), not "${secretName}"`);
+  }
+  return { image, routeSigners: signers, secretName };
+}
 
 function webhookOptions(ctx: CommandContext): AgentOptions['webhook'] {
   const cert = stringValue(ctx, 'webhook-cert');
@@ -37,8 +65,8 @@ export const agentCommand: Command = {
   options: {
     cluster: { type: 'string', valueName: 'NAME', description: 'name of this cluster in the registry' },
     kubeconfig: { type: 'string', valueName: 'FILE', description: "kubeconfig with the cluster's admin credentials" },
-    nats: { type: 'string', valueName: 'URL', description: 'NATS server URL (comma-separated for several)' },
-    'token-file': { type: 'string', valueName: 'FILE', description: 'bootstrap token (first line)' },
+    ...natsOptions,
+    'token-file': { type: 'string', valueName: 'FILE', description: 'bootstrap token of this cluster (first line)' },
     label: { type: 'string', multiple: true, valueName: 'KEY=VALUE', description: 'cluster label for the registry (repeatable)' },
     'hash-algorithm': { type: 'string', valueName: 'NAME', description: `namespace hash: ${HASH_ALGORITHMS.join(' or ')} (default fnv)` },
     'advertise-server': { type: 'string', valueName: 'URL', description: 'API server URL proxies should use (default: the kubeconfig\'s)' },
@@ -49,6 +77,17 @@ export const agentCommand: Command = {
     'webhook-key': { type: 'string', valueName: 'FILE', description: 'its private key (PEM)' },
     'webhook-ca': { type: 'string', valueName: 'FILE', description: 'CA that signed it (becomes the caBundle)' },
     'proxy-image': { type: 'string', valueName: 'IMAGE', description: 'inject the proxy sidecar (this image) into pods labelled ctrlmesh.kusionstack.io/enable-proxy=true' },
+    'proxy-route-signer': {
+      type: 'string',
+      multiple: true,
+      valueName: 'KEY',
+      description: "with --proxy-image: public key (N...) of the hub's route-signing key the proxies trust (repeatable)",
+    },
+    'proxy-secret': {
+      type: 'string',
+      valueName: 'NAME',
+      description: `with --proxy-image: Secret in the pod's namespace with the proxy's kubeconfig, NATS CA and per-shard creds (default ${DEFAULT_PROXY_SECRET})`,
+    },
     'label-qps': { type: 'string', valueName: 'N', description: `label patches per second at most (default ${AGENT_DEFAULTS.labelQps})` },
   },
   run: async (ctx) => {
@@ -59,21 +98,21 @@ export const agentCommand: Command = {
     const listen = stringValue(ctx, 'listen');
     const advertised = stringValue(ctx, 'advertise-server');
     const webhook = webhookOptions(ctx);
-    const proxyImage = stringValue(ctx, 'proxy-image');
-    if (proxyImage && !webhook) throw new UsageError('--proxy-image needs the webhook (--webhook-listen)');
+    const sidecar = sidecarOptions(ctx);
+    if (sidecar && !webhook) throw new UsageError('--proxy-image needs the webhook (--webhook-listen)');
     const options: AgentOptions = {
       ...AGENT_DEFAULTS,
       cluster: requiredString(ctx, 'cluster'),
       clusterLabels: parseLabels('label', stringList(ctx, 'label')),
       kc: loadKubeConfig(requiredString(ctx, 'kubeconfig')),
-      nats: requiredString(ctx, 'nats').split(','),
+      nats: requiredNatsConfig(ctx),
       token: readTokens(requiredString(ctx, 'token-file'))[0] as string,
       hash: { algorithm: algorithm as HashAlgorithm },
       labelQps: intValue(ctx, 'label-qps', AGENT_DEFAULTS.labelQps, { min: 1, max: 10_000 }),
       listen: listen ? parseListen('listen', listen) : AGENT_DEFAULTS.listen,
       ...(advertised ? { advertisedServer: advertised } : {}),
       ...(webhook ? { webhook } : {}),
-      ...(proxyImage ? { sidecar: { image: proxyImage } } : {}),
+      ...(sidecar ? { sidecar } : {}),
     };
     const agent = await startAgent(options, { logger: ctx.logger });
     ctx.stdout.write(`agent of cluster ${options.cluster} serving ${agent.url}\n`);

@@ -40,6 +40,12 @@ function describe(bed: Testbed, seconds: number, kubectl: string): string {
   for (const c of bed.clusters) lines.push(`  ${c.name.padEnd(12)}${c.server.padEnd(26)}kubeconfig ${c.kubeconfigPath}`);
   lines.push(`  ${'all'.padEnd(12)}${''.padEnd(26)}kubeconfig ${bed.info.kubeconfigPath} (one context per cluster)`);
   lines.push(`  ${'nats'.padEnd(12)}${bed.nats.url.padEnd(26)}JetStream; monitoring ${bed.nats.monitorUrl}`);
+  const security = bed.nats.security;
+  if (security) {
+    const { auth } = security;
+    lines.push(`  ${''.padEnd(12)}${''.padEnd(26)}TLS CA ${security.caFile}; identities in ${auth.dir}:`);
+    lines.push(`  ${''.padEnd(38)}hub.creds, bootstrap.creds, issuer.nk, route-signing.nk (public key ${auth.routeSigningPublicKey})`);
+  }
   lines.push(`  ${'etcd'.padEnd(12)}${bed.etcd.url}`);
   const first = bed.clusters[0];
   if (first) lines.push('', `Try: ${kubectl} --kubeconfig ${first.kubeconfigPath} get namespaces`);

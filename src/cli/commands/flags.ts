@@ -20,6 +20,25 @@ export function readTokens(path: string): string[] {
   return tokens;
 }
 
+/**
+ * The hub's bootstrap tokens: one `CLUSTER TOKEN` line each (comments start with #). A token registers the
+ * cluster it names and no other.
+ */
+export function readBootstrapTokens(path: string): { cluster: string; token: string }[] {
+  const tokens: { cluster: string; token: string }[] = [];
+  readFlagFile('token-file', path)
+    .split('\n')
+    .forEach((raw, i) => {
+      const line = raw.trim();
+      if (line === '' || line.startsWith('#')) return;
+      const fields = line.split(/\s+/);
+      if (fields.length !== 2) throw new FileError(path, `line ${i + 1}: write "CLUSTER TOKEN" (a bootstrap token is bound to one cluster)`);
+      tokens.push({ cluster: fields[0] as string, token: fields[1] as string });
+    });
+  if (tokens.length === 0) throw new FileError(path, 'the token file holds no "CLUSTER TOKEN" line');
+  return tokens;
+}
+
 /** `HOST:PORT` (IPv4 or name). */
 export function parseListen(flag: string, value: string): { host: string; port: number } {
   const at = value.lastIndexOf(':');

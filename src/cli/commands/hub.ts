@@ -3,20 +3,46 @@ import { randomBytes } from 'node:crypto';
 import { HUB_DEFAULTS, hubOptionProblems, startHub, type HubOptions } from '../../hub/index.js';
 import { UsageError } from '../../errors.js';
 import { intValue, requiredString, stringValue, type Command } from '../command.js';
-import { parseListen, readTokens, untilAborted } from './flags.js';
+import { decodeJwt } from '../../transport/auth/index.js';
+import { credsJwt, type NatsClientConfig } from '../../transport/index.js';
+import { parseListen, readBootstrapTokens, readFlagFile, untilAborted } from './flags.js';
+import { natsOptions, requiredNatsConfig } from './nats-flags.js';
+
+/** An nkey seed named by a flag (or its environment variable), checked for its kind (e.g. SN: a server key). */
+function seedFile(ctx: Parameters<Command['run']>[0], flag: string, env: string, prefix: string): string {
+  const path = stringValue(ctx, flag) ?? ctx.env[env];
+  if (!path) throw new UsageError(`--${flag} is required (or ${env})`);
+  const seed = readFlagFile(flag, path).trim();
+  if (!seed.startsWith(prefix) || seed.length !== 58) throw new UsageError(`--${flag} ${path} is not an nkey seed starting with ${prefix}`);
+  return seed;
+}
+
+/** The agent issuer: its seed, and the account it mints for, read from the hub's own user JWT. */
+function agentIssuer(ctx: Parameters<Command['run']>[0], nats: NatsClientConfig): Pick<HubOptions, 'agentIssuer'> | undefined {
+  if (!stringValue(ctx, 'agent-issuer') && !ctx.env.CTRLMESH_AGENT_ISSUER) return undefined;
+  const seed = seedFile(ctx, 'agent-issuer', 'CTRLMESH_AGENT_ISSUER', 'SA');
+  if (nats.credentials?.kind !== 'creds') throw new UsageError('--agent-issuer needs --nats-creds: agents join the account of the hub\'s own user');
+  const claims = decodeJwt(credsJwt(nats.credentials.file));
+  return { agentIssuer: { seed, account: claims.issuerAccount } };
+}
 
 export const hubCommand: Command = {
   name: 'hub',
   summary: 'Run the hub: cluster registry, health, planning and route tables over NATS JetStream.',
-  usage: '--nats URL --token-file FILE [options]',
+  usage: '--nats URL --token-file FILE --signing-key FILE [--agent-issuer FILE] [NATS options] [options]',
   details: [
     'Run two or more hubs against the same NATS: one leads (a lease in KV), the others stand by.',
-    'The token file holds the bootstrap tokens agents must present, one per line.',
+    'The token file holds the bootstrap tokens agents must present, one "CLUSTER TOKEN" line each: a token',
+    'registers that cluster only. --signing-key is the nkey seed that signs route tables (proxies trust its',
+    'public key); with --agent-issuer (the account signing key; needs --nats-creds) the hub mints each agent an',
+    'identity for its cluster alone. `ctrlmesh nats-auth init` writes all of these.',
     'Serves /healthz, /readyz, /metrics and /status (JSON; see `ctrlmesh status`).',
   ].join('\n'),
   options: {
-    nats: { type: 'string', valueName: 'URL', description: 'NATS server URL (comma-separated for several)' },
-    'token-file': { type: 'string', valueName: 'FILE', description: 'bootstrap tokens agents must present, one per line' },
+    ...natsOptions,
+    'token-file': { type: 'string', valueName: 'FILE', description: 'bootstrap tokens, one "CLUSTER TOKEN" line each' },
+    'signing-key': { type: 'string', valueName: 'FILE', description: 'nkey seed that signs route tables [$CTRLMESH_SIGNING_KEY]' },
+    'agent-issuer': { type: 'string', valueName: 'FILE', description: "account signing key seed: mint agents' identities [$CTRLMESH_AGENT_ISSUER]" },
     replicas: { type: 'string', valueName: 'N', description: `KV replicas: 1 on one NATS server, 3 on a cluster (default ${HUB_DEFAULTS.replicas})` },
     listen: { type: 'string', valueName: 'HOST:PORT', description: `status API address (default ${HUB_DEFAULTS.listen.host}:${HUB_DEFAULTS.listen.port})` },
     identity: { type: 'string', valueName: 'ID', description: 'name of this hub instance (default host name + random suffix)' },
@@ -28,10 +54,13 @@ export const hubCommand: Command = {
   run: async (ctx) => {
     const leaseTtl = intValue(ctx, 'lease-ttl', HUB_DEFAULTS.leaseTtlMs / 1000, { min: 2, max: 600 });
     const listen = stringValue(ctx, 'listen');
+    const nats = requiredNatsConfig(ctx);
     const options: HubOptions = {
       ...HUB_DEFAULTS,
-      nats: requiredString(ctx, 'nats').split(','),
-      tokens: readTokens(requiredString(ctx, 'token-file')),
+      nats,
+      tokens: readBootstrapTokens(requiredString(ctx, 'token-file')),
+      signingSeed: seedFile(ctx, 'signing-key', 'CTRLMESH_SIGNING_KEY', 'SN'),
+      ...(agentIssuer(ctx, nats) ?? {}),
       identity: stringValue(ctx, 'identity') ?? `${hostname()}-${randomBytes(3).toString('hex')}`,
       replicas: intValue(ctx, 'replicas', HUB_DEFAULTS.replicas, { min: 1, max: 5 }),
       leaseTtlMs: leaseTtl * 1000,

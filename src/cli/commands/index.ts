@@ -6,6 +6,7 @@ import { devCommand } from './dev.js';
 import { hashCommand } from './hash.js';
 import { hubCommand } from './hub.js';
 import { kubeconfigCommand } from './kubeconfig.js';
+import { natsAuthCommand } from './nats-auth.js';
 import { planCommand } from './plan.js';
 import { proxyCommand } from './proxy.js';
 import { statusCommand } from './status.js';
@@ -20,6 +21,7 @@ export const commands: Command[] = [
   planCommand,
   crdsCommand,
   devCommand,
+  natsAuthCommand,
   hubCommand,
   agentCommand,
   statusCommand,

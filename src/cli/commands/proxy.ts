@@ -1,4 +1,5 @@
 import { unwatchFile, watchFile } from 'node:fs';
+import { natsConfigFromFlags, natsOptions } from './nats-flags.js';
 import { UsageError } from '../../errors.js';
 import { createRegistry } from '../../metrics/index.js';
 import {
@@ -52,19 +53,29 @@ function proxyConfig(ctx: CommandContext): ProxyConfig {
 /** The route source the flags name: a file (static tables) or the hub's NATS KV bucket (live, leased). */
 function routeSource(ctx: CommandContext): RouteSource {
   const file = stringValue(ctx, 'route-table');
-  const nats = stringList(ctx, 'nats');
-  if ((file === undefined) === (nats.length === 0)) throw new UsageError('give either --route-table FILE or --nats URL (with --operator and --shard)');
+  const nats = natsConfigFromFlags(ctx);
+  if ((file === undefined) === (nats === undefined)) throw new UsageError('give either --route-table FILE or --nats URL (with --operator and --shard)');
   if (file !== undefined) return new FileRouteSource({ path: file, logger: ctx.logger });
+  if (nats === undefined) throw new UsageError('--nats is required without --route-table');
   const from = stringValue(ctx, 'pod-name') ?? ctx.env.POD_NAME;
-  const token = ctx.env.CTRLMESH_NATS_TOKEN;
   return new NatsRouteSource({
-    servers: nats,
+    nats,
+    trusted: routeSigners(ctx),
     operator: requiredString(ctx, 'operator'),
     shard: requiredString(ctx, 'shard'),
     logger: ctx.logger,
     ...(from ? { from } : {}),
-    ...(token ? { token } : {}),
   });
+}
+
+/** The hubs' route-signing public keys (--route-signer, or CTRLMESH_ROUTE_SIGNERS comma-separated); at least one. */
+function routeSigners(ctx: CommandContext): string[] {
+  const given = stringList(ctx, 'route-signer');
+  const keys = (given.length ? given : (ctx.env.CTRLMESH_ROUTE_SIGNERS ?? '').split(',')).map((k) => k.trim()).filter(Boolean);
+  if (keys.length === 0) throw new UsageError('--route-signer is required with --nats: the public key of the hub\'s --signing-key (N...)');
+  const bad = keys.find((k) => !/^N[A-Z2-7]{55}$/.test(k));
+  if (bad) throw new UsageError(`--route-signer must be a public server nkey (N followed by 55 characters), not "${bad}"`);
+  return keys;
 }
 
 export const proxyCommand: Command = {
@@ -73,7 +84,7 @@ export const proxyCommand: Command = {
   usage: '(--route-table FILE | --nats URL --operator NS/NAME --shard NAME) --credentials KUBECONFIG [--store FILE] [--rules FILE]...',
   details:
     'Route tables come from --route-table (re-read when it changes) or from the hub through NATS (--nats, acknowledged\n' +
-    'there; NATS token from CTRLMESH_NATS_TOKEN). The last applied table is kept in --store and served from there\n' +
+    'there; only tables signed by a --route-signer key are applied). The last applied table is kept in --store and served from there\n' +
     'when the source is unavailable at start; out of contact with NATS for longer than the table\'s lease, the proxy\n' +
     'fences itself (serves no bucket; /readyz says so). --credentials is a kubeconfig whose context names\n' +
     'are the cluster names of the route table (client certificates or tokens; servers and CAs come from the table).\n' +
@@ -81,7 +92,8 @@ export const proxyCommand: Command = {
     'that HTTP proxy (HTTP_PROXY/HTTPS_PROXY) are judged by the CircuitBreaker and FaultInjection rules of --rules.',
   options: {
     'route-table': { type: 'string', valueName: 'FILE', description: 'route table JSON (as the hub publishes it)' },
-    nats: { type: 'string', multiple: true, valueName: 'URL', description: 'NATS server of the hub (repeatable), instead of --route-table' },
+    ...natsOptions,
+    'route-signer': { type: 'string', multiple: true, valueName: 'KEY', description: "with --nats: public key of the hub's route-table signing key (repeatable) [$CTRLMESH_ROUTE_SIGNERS]" },
     operator: { type: 'string', valueName: 'NS/NAME', description: 'with --nats: the operator (its root or hand-written ShardingConfig)' },
     shard: { type: 'string', valueName: 'NAME', description: 'with --nats: this proxy\'s shard' },
     'pod-name': { type: 'string', valueName: 'NAME', description: 'with --nats: name in acknowledgements (default $POD_NAME)' },

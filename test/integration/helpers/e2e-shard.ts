@@ -1,8 +1,10 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import type { NatsEndpoint } from '../../../src/dev/index.js';
 import { NatsRouteSource, operatorKubeconfig } from '../../../src/proxy/index.js';
 import type { RouteTable } from '../../../src/transport/index.js';
+import { proxyNatsConfig, routeSignerKey } from '../control-fixture.js';
 import { settles, silent, startTestProxy, type TestProxy } from './proxy.js';
 import { testbed } from './testbed.js';
 
@@ -39,7 +41,7 @@ export interface E2eShard {
  * before the hub has published this shard: its informers retry until the proxy has a table.
  */
 export async function startE2eShard(options: {
-  nats: string;
+  nats: NatsEndpoint;
   operator: string;
   shard: string;
   clusters: string[];
@@ -49,11 +51,13 @@ export async function startE2eShard(options: {
   layout?: RouteTable;
 }): Promise<E2eShard> {
   const { shard, clusters, records } = options;
+  const nats = await proxyNatsConfig(options.nats, options.operator, shard);
+  const trusted = [routeSignerKey(options.nats)];
   const proxy = await startTestProxy({
     table: undefined,
     credentialsPath: testbed().kubeconfigPath,
     dir: options.dir,
-    source: () => new NatsRouteSource({ servers: [options.nats], operator: options.operator, shard, from: `${shard}-pod`, logger: silent, reackMs: 1_000 }),
+    source: () => new NatsRouteSource({ nats, trusted, operator: options.operator, shard, from: `${shard}-pod`, logger: silent, reackMs: 1_000 }),
   });
   let table = options.layout;
   if (table === undefined) {

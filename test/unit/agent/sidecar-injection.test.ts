@@ -1,12 +1,17 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { pino } from 'pino';
+import { createHashSettings } from '../../../src/sharding/index.js';
 import {
+  CREDENTIALS_VOLUME,
   ENABLE_PROXY_LABEL,
   INJECTED_ANNOTATION,
   KUBECONFIG_PATH,
   KUBECONFIG_VOLUME,
   OPERATOR_CONTAINERS_ANNOTATION,
   PROXY_CONTAINER_NAME,
+  PROXY_FS_GROUP,
   injectSidecar,
   type JsonPatchOperation,
   type PodContainer,
@@ -14,11 +19,13 @@ import {
   type SelectingConfig,
   type SidecarOptions,
 } from '../../../src/agent/sidecar-injection.js';
+import { admitPod, proxyCredsKey, proxySecretItems, type InjectedProxy } from '../../../src/agent/sidecar-webhook.js';
 
 const options: SidecarOptions = {
   image: 'controllermesh:test',
   args: (t) => ['proxy', `--sharding-config=${t.namespace}/${t.shardingConfig}`],
   opsPort: 5441,
+  credentials: { secretName: 'proxy-secret', mountPath: '/etc/creds', items: (t) => [{ key: `${t.shardingConfig}.creds`, path: 'nats.creds' }] },
 };
 const ns = 'operators';
 const demo: SelectingConfig = { name: 'demo', namespace: ns, selector: { matchLabels: { app: 'demo' } } };
@@ -77,14 +84,29 @@ describe('injectSidecar', () => {
     const [sidecar] = p.spec?.initContainers ?? [];
     expect(sidecar).toMatchObject({ name: PROXY_CONTAINER_NAME, image: 'controllermesh:test', restartPolicy: 'Always' });
     expect(sidecar?.args).toEqual(['proxy', '--sharding-config=operators/demo']);
-    expect(sidecar?.volumeMounts).toEqual([{ name: KUBECONFIG_VOLUME, mountPath: '/var/run/ctrlmesh' }]);
-    expect(p.spec?.volumes).toEqual([{ name: KUBECONFIG_VOLUME, emptyDir: {} }]);
+    expect(sidecar?.volumeMounts).toEqual([
+      { name: KUBECONFIG_VOLUME, mountPath: '/var/run/ctrlmesh' },
+      { name: CREDENTIALS_VOLUME, mountPath: '/etc/creds', readOnly: true },
+    ]);
+    expect(p.spec?.volumes).toEqual([
+      { name: KUBECONFIG_VOLUME, emptyDir: {} },
+      { name: CREDENTIALS_VOLUME, secret: { secretName: 'proxy-secret', items: [{ key: 'demo.creds', path: 'nats.creds' }], defaultMode: 0o400 } },
+    ]);
     const [manager, other] = p.spec?.containers ?? [];
     expect(manager?.args).toEqual(['--leader-elect', `--kubeconfig=${KUBECONFIG_PATH}`]);
     expect(manager?.env).toEqual([{ name: 'KUBECONFIG', value: KUBECONFIG_PATH }]);
+    // The operator gets the generated kubeconfig, never the proxy's credentials.
     expect(manager?.volumeMounts).toEqual([{ name: KUBECONFIG_VOLUME, mountPath: '/var/run/ctrlmesh', readOnly: true }]);
     expect(other).toEqual({ name: 'istio-proxy', args: ['x'] });
     expect(p.metadata?.annotations).toEqual({ [INJECTED_ANNOTATION]: 'demo' });
+  });
+
+  it("sets the pod's fsGroup when it has none, so the non-root proxy reads its 0400 Secret files, and keeps one it has", () => {
+    expect(injected(pod([{ name: 'm' }])).spec?.securityContext).toEqual({ fsGroup: PROXY_FS_GROUP });
+    const withContext = { ...pod([{ name: 'm' }]), spec: { containers: [{ name: 'm' }], securityContext: { runAsNonRoot: true } } } as PodLike;
+    expect(injected(withContext).spec?.securityContext).toEqual({ runAsNonRoot: true, fsGroup: PROXY_FS_GROUP });
+    const own = { ...pod([{ name: 'm' }]), spec: { containers: [{ name: 'm' }], securityContext: { fsGroup: 65532 } } };
+    expect(injected(own).spec?.securityContext).toEqual({ fsGroup: 65532 });
   });
 
   it('replaces an existing --kubeconfig value in either form, and an existing KUBECONFIG', () => {
@@ -167,7 +189,78 @@ describe('injectSidecar', () => {
         });
         expect(once.spec?.initContainers?.filter((c) => c.name === PROXY_CONTAINER_NAME)).toHaveLength(1);
         expect(once.spec?.volumes?.filter((v) => v.name === KUBECONFIG_VOLUME)).toHaveLength(1);
+        expect(once.spec?.volumes?.filter((v) => v.name === CREDENTIALS_VOLUME)).toHaveLength(1);
+        expect(once.spec?.containers?.some((c) => c.volumeMounts?.some((m) => m.name === CREDENTIALS_VOLUME))).toBe(false);
       }),
     );
+  });
+});
+
+describe('the injected proxy of an agent', () => {
+  const SIGNER = `N${'A'.repeat(55)}`;
+  const proxy = (natsTls: boolean): InjectedProxy => ({
+    image: 'controllermesh:test',
+    nats: ['tls://nats-0:4222', 'tls://nats-1:4222'],
+    natsTls,
+    routeSigners: [SIGNER],
+    secretName: 'ctrlmesh-proxy',
+    cluster: 'eu-west-1',
+    settings: createHashSettings({ algorithm: 'fnv' }),
+  });
+  /** A KubeConfig whose only API is the ShardingConfig list injection reads. */
+  const kcListing = (items: unknown[]): KubeConfig => ({ makeApiClient: () => ({ listNamespacedCustomObject: () => Promise.resolve({ items }) }) }) as unknown as KubeConfig;
+  const config = { apiVersion: 'ctrlmesh.kusionstack.io/v1alpha1', kind: 'ShardingConfig', metadata: { name: 'demo', namespace: ns }, spec: { selector: { matchLabels: { app: 'demo' } } } };
+
+  async function admitted(natsTls: boolean): Promise<PodLike> {
+    const p = pod([{ name: 'manager' }]);
+    const response = await admitPod({ uid: 'u1', namespace: ns, object: p }, { kc: kcListing([config]), proxy: proxy(natsTls), logger: pino({ level: 'silent' }) });
+    expect(response.allowed).toBe(true);
+    return applyPatch(p, JSON.parse(Buffer.from(response.patch ?? '', 'base64').toString()) as JsonPatchOperation[]);
+  }
+
+  it("names a shard's creds in the Secret <cluster>.<shard>.creds", () => {
+    expect(proxyCredsKey('eu-west-1/demo-2-normal')).toBe('eu-west-1.demo-2-normal.creds');
+    expect(proxySecretItems('eu-west-1/demo', false).map((i) => i.key)).toEqual(['kubeconfig', 'eu-west-1.demo.creds']);
+  });
+
+  it("gets its shard's NATS identity, the NATS CA, the route signers and its kubeconfig from the mounted Secret", async () => {
+    const p = await admitted(true);
+    const sidecar = p.spec?.initContainers?.[0];
+    expect(sidecar?.args).toEqual([
+      'proxy',
+      '--nats=tls://nats-0:4222',
+      '--nats=tls://nats-1:4222',
+      '--nats-ca=/etc/ctrlmesh/credentials/nats-ca.crt',
+      '--nats-creds=/etc/ctrlmesh/credentials/nats.creds',
+      `--route-signer=${SIGNER}`,
+      `--operator=${ns}/demo`,
+      '--shard=eu-west-1/demo',
+      '--listen=127.0.0.1:5443',
+      '--ops-listen=0.0.0.0:5441',
+      '--store=/var/run/ctrlmesh/route-table.json',
+      '--write-kubeconfig=/var/run/ctrlmesh/kubeconfig',
+      '--credentials=/etc/ctrlmesh/credentials/kubeconfig',
+    ]);
+    expect(sidecar?.volumeMounts).toContainEqual({ name: CREDENTIALS_VOLUME, mountPath: '/etc/ctrlmesh/credentials', readOnly: true });
+    expect(p.spec?.volumes?.find((v) => v.name === CREDENTIALS_VOLUME)).toEqual({
+      name: CREDENTIALS_VOLUME,
+      secret: {
+        secretName: 'ctrlmesh-proxy',
+        // Only this shard's identity lands in the container, though the Secret holds every shard's.
+        items: [
+          { key: 'kubeconfig', path: 'kubeconfig' },
+          { key: 'nats-ca.crt', path: 'nats-ca.crt' },
+          { key: 'eu-west-1.demo.creds', path: 'nats.creds' },
+        ],
+        defaultMode: 0o400,
+      },
+    });
+  });
+
+  it('gets no CA when the agent reaches NATS without TLS', async () => {
+    const p = await admitted(false);
+    expect(p.spec?.initContainers?.[0]?.args?.some((a) => a.startsWith('--nats-ca'))).toBe(false);
+    const volume = p.spec?.volumes?.find((v) => v.name === CREDENTIALS_VOLUME) as { secret?: { items?: { key: string }[] } } | undefined;
+    expect(volume?.secret?.items?.map((i) => i.key)).toEqual(['kubeconfig', 'eu-west-1.demo.creds']);
   });
 });

@@ -20,14 +20,14 @@ const ack = (version: number, shard = 'op/shard-1'): Ack => ({
 
 describe('Fleet: acknowledgements stored in KV', () => {
   it('records a stored ack, names its operator only when it is newer, and keeps the highest version', () => {
-    const fleet = new Fleet(logger);
+    const fleet = new Fleet(logger, []);
     expect(fleet.applyStateEntry(ackEntry(Keys.ack('ns/op', 'op/shard-1'), ack(3)))).toBe('ns/op');
     expect(fleet.applyStateEntry(ackEntry(Keys.ack('ns/op', 'op/shard-1'), ack(2)))).toBeUndefined();
     expect(fleet.acks.get('ns/op')?.get('op/shard-1')).toBe(3);
   });
 
   it('ignores deletions and an ack stored under another shard key', () => {
-    const fleet = new Fleet(logger);
+    const fleet = new Fleet(logger, []);
     expect(fleet.applyStateEntry(ackEntry(Keys.ack('ns/op', 'op/shard-2'), ack(3)))).toBeUndefined();
     expect(fleet.applyStateEntry(ackEntry(Keys.ack('ns/op', 'op/shard-1'), ack(3), 'DEL'))).toBeUndefined();
     expect(fleet.acks.get('ns/op')?.size ?? 0).toBe(0);

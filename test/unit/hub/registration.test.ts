@@ -1,40 +1,64 @@
 import { describe, expect, it } from 'vitest';
-import { decideRegistration, tokenAccepted } from '../../../src/hub/registration.js';
+import { decideRegistration, tokenAccepted, type BootstrapToken } from '../../../src/hub/registration.js';
 import { MESSAGE_SCHEMA_VERSION, type RegisterRequest } from '../../../src/transport/index.js';
 
+const PEM = '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n';
 const request: RegisterRequest = {
   schema: MESSAGE_SCHEMA_VERSION,
   token: 'secret',
-  cluster: { name: 'a', labels: { region: 'x' }, server: 'https://127.0.0.1:1', caPem: 'PEM' },
+  cluster: { name: 'a', labels: { region: 'x' }, server: 'https://127.0.0.1:1', caPem: PEM },
 };
+const tokens: BootstrapToken[] = [
+  { cluster: 'a', token: 'secret' },
+  { cluster: 'b', token: 'secret-of-b' },
+];
 const now = new Date('2026-01-01T00:00:00Z');
+const later = new Date('2026-01-02T00:00:00Z');
+const elsewhere = { ...request, cluster: { ...request.cluster, server: 'https://127.0.0.1:2' } };
 
 describe('registration', () => {
-  it('accepts only a listed token', () => {
-    expect(tokenAccepted('secret', ['other', 'secret'])).toBe(true);
-    expect(tokenAccepted('secre', ['secret'])).toBe(false);
+  it('accepts a token only for the cluster it is bound to', () => {
+    expect(tokenAccepted('secret', 'a', tokens)).toBe(true);
+    expect(tokenAccepted('secret-of-b', 'a', tokens)).toBe(false);
+    expect(tokenAccepted('secre', 'a', tokens)).toBe(false);
   });
 
-  it('refuses a wrong token, names the cluster and records nothing', () => {
-    const d = decideRegistration({ request: { ...request, token: 'nope' }, tokens: ['secret'], existing: undefined, now });
-    expect(d.write).toBe('none');
-    expect(d.reply.ok).toBe(false);
-    expect(d.reply.error).toMatch(/cluster "a" refused.*--token-file/);
+  it("refuses a wrong token or another cluster's, names the cluster and records nothing", () => {
+    for (const token of ['nope', 'secret-of-b']) {
+      const d = decideRegistration({ request: { ...request, token }, channel: 'bootstrap', tokens, existing: undefined, now });
+      expect(d.write).toBe('none');
+      expect(d.reply.ok).toBe(false);
+      expect(d.reply.error).toMatch(/cluster "a" refused.*--token-file/);
+    }
+    const none = decideRegistration({ request: { schema: 1, cluster: request.cluster }, channel: 'bootstrap', tokens, existing: undefined, now });
+    expect(none.reply.ok).toBe(false);
+  });
+
+  it('refuses an http server or a missing CA', () => {
+    for (const cluster of [{ ...request.cluster, server: 'http://127.0.0.1:1' }, { ...request.cluster, caPem: '' }]) {
+      const d = decideRegistration({ request: { ...request, cluster }, channel: 'bootstrap', tokens, existing: undefined, now });
+      expect(d.reply.ok).toBe(false);
+      expect(d.write).toBe('none');
+    }
   });
 
   it('records identity without the token, and is idempotent', () => {
-    const first = decideRegistration({ request, tokens: ['secret'], existing: undefined, now });
+    const first = decideRegistration({ request, channel: 'bootstrap', tokens, existing: undefined, now });
     expect(first.write).toBe('put');
     if (first.write !== 'put') return;
     expect(JSON.stringify(first.record)).not.toContain('secret');
-    const again = decideRegistration({ request, tokens: ['secret'], existing: first.record, now: new Date('2026-01-02T00:00:00Z') });
-    expect(again.write).toBe('none');
-    const moved = decideRegistration({
-      request: { ...request, cluster: { ...request.cluster, server: 'https://127.0.0.1:2' } },
-      tokens: ['secret'],
-      existing: first.record,
-      now: new Date('2026-01-02T00:00:00Z'),
-    });
-    expect(moved.write === 'put' && moved.record.registeredAt).toBe(first.record.registeredAt);
+    expect(decideRegistration({ request, channel: 'bootstrap', tokens, existing: first.record, now: later }).write).toBe('none');
+  });
+
+  it('re-points a registered cluster only under its own identity', () => {
+    const first = decideRegistration({ request, channel: 'bootstrap', tokens, existing: undefined, now });
+    if (first.write !== 'put') throw new Error('not registered');
+    const byToken = decideRegistration({ request: elsewhere, channel: 'bootstrap', tokens, existing: first.record, now: later });
+    expect(byToken.write).toBe('none');
+    expect(byToken.reply.error).toMatch(/cannot re-point it/);
+    const { token: _token, ...withoutToken } = elsewhere;
+    const byIdentity = decideRegistration({ request: withoutToken, channel: 'identity', tokens, existing: first.record, now: later });
+    expect(byIdentity.write === 'put' && byIdentity.record.cluster.server).toBe('https://127.0.0.1:2');
+    expect(byIdentity.write === 'put' && byIdentity.record.registeredAt).toBe(first.record.registeredAt);
   });
 });

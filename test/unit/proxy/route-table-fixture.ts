@@ -1,5 +1,8 @@
 import type { ClusterRoute, RouteTable } from '../../../src/transport/index.js';
 
+/** Shaped like a PEM certificate: the proxy refuses a cluster without one (unit tests never dial it). */
+export const FAKE_CA_PEM = '-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n';
+
 /** A valid route table for one shard of `op/demo`, home cluster `a`; tests override what they are about. */
 export function routeTableFixture(overrides: Partial<RouteTable> = {}): RouteTable {
   return {
@@ -19,5 +22,5 @@ export function routeTableFixture(overrides: Partial<RouteTable> = {}): RouteTab
 }
 
 export function clusterFixture(name: string, buckets: number[], overrides: Partial<ClusterRoute> = {}): ClusterRoute {
-  return { name, server: `https://${name}.example:6443`, caPem: '', buckets, limits: [], ...overrides };
+  return { name, server: `https://${name}.example:6443`, caPem: FAKE_CA_PEM, buckets, limits: [], ...overrides };
 }

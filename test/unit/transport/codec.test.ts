@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ErrorCodes } from '../../../src/errors.js';
-import { MESSAGE_SCHEMA_VERSION, Messages, RouteTableKind, decodeMessage, encodeMessage, type Heartbeat } from '../../../src/transport/index.js';
+import { MESSAGE_SCHEMA_VERSION, Messages, decodeMessage, encodeMessage, type Heartbeat } from '../../../src/transport/index.js';
 
 const heartbeat: Heartbeat = {
   schema: MESSAGE_SCHEMA_VERSION,
@@ -25,7 +25,6 @@ describe('message codec', () => {
   it('refuses an unknown schema version and non-JSON', () => {
     expect(decodeMessage(Messages.heartbeat, Buffer.from(JSON.stringify({ ...heartbeat, schema: 2 }))).ok).toBe(false);
     expect(decodeMessage(Messages.heartbeat, Buffer.from('{oops'))).toMatchObject({ ok: false });
-    expect(decodeMessage(RouteTableKind, Buffer.from('null')).ok).toBe(false);
   });
 
   it('refuses to send an invalid message', () => {

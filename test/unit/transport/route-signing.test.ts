@@ -1,0 +1,36 @@
+import { createServer } from '@nats-io/nkeys';
+import { describe, expect, it } from 'vitest';
+import { RouteTableSchema, encodeMessage, openRouteTable, routeSigner } from '../../../src/transport/index.js';
+import { routeTableFixture } from '../proxy/route-table-fixture.js';
+
+const seed = (): string => new TextDecoder().decode(createServer().getSeed());
+const hub = routeSigner(seed());
+const table = routeTableFixture({ version: 7 });
+
+describe('signed route tables', () => {
+  it('opens what the trusted key sealed, exactly', () => {
+    expect(openRouteTable(hub.seal(table), [hub.publicKey])).toEqual({ ok: true, value: table });
+  });
+
+  it('refuses another key, a changed byte, an unsigned table and a swapped signer', () => {
+    const stranger = routeSigner(seed());
+    expect(openRouteTable(stranger.seal(table), [hub.publicKey])).toMatchObject({ ok: false, reason: expect.stringMatching(/does not trust/) });
+    const sealed = JSON.parse(Buffer.from(hub.seal(table)).toString()) as { table: string; signer: string };
+    const tampered = { ...sealed, table: sealed.table.replace('"version":7', '"version":8') };
+    expect(openRouteTable(Buffer.from(JSON.stringify(tampered)), [hub.publicKey])).toMatchObject({ ok: false, reason: expect.stringMatching(/signature/) });
+    // Claiming the trusted signer over a stranger's signature.
+    const claimed = { ...(JSON.parse(Buffer.from(stranger.seal(table)).toString()) as object), signer: hub.publicKey };
+    expect(openRouteTable(Buffer.from(JSON.stringify(claimed)), [hub.publicKey]).ok).toBe(false);
+    expect(openRouteTable(encodeMessage({ kind: 'RouteTable', schema: RouteTableSchema }, table), [hub.publicKey]).ok).toBe(false);
+  });
+
+  it('without trusted keys still checks the signature against the key it names', () => {
+    expect(openRouteTable(routeSigner(seed()).seal(table)).ok).toBe(true);
+    const sealed = JSON.parse(Buffer.from(hub.seal(table)).toString()) as { table: string };
+    expect(openRouteTable(Buffer.from(JSON.stringify({ ...sealed, table: `${sealed.table} ` }))).ok).toBe(false);
+  });
+
+  it('refuses a seed that is not a server key', () => {
+    expect(() => routeSigner('SUAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA')).toThrow();
+  });
+});
