@@ -25,7 +25,7 @@ let kubectl = '';
 const kubeconfig = (): string => cluster(1).kubeconfigPath;
 
 /** `helm template` of a chart, as a user would run it. */
-async function template(args: { chart: string; values?: string; namespace: string; crds?: boolean }): Promise<string> {
+async function template(args: { chart: string; values?: string; set?: string[]; namespace: string; crds?: boolean }): Promise<string> {
   const { stdout } = await run(
     helm,
     [
@@ -36,6 +36,7 @@ async function template(args: { chart: string; values?: string; namespace: strin
       args.namespace,
       ...(args.crds ? ['--include-crds'] : []),
       ...(args.values ? ['-f', args.values] : []),
+      ...(args.set ?? []).flatMap((s) => ['--set', s]),
     ],
     { maxBuffer: 16 * 1024 * 1024 },
   );
@@ -65,7 +66,7 @@ async function dryRun(args: { chart: string; values?: string; namespace: string 
 
 interface RenderedObject {
   kind: string;
-  metadata: { name: string };
+  metadata: { name: string; labels?: Record<string, string> };
   rules?: { apiGroups?: string[]; resources?: string[]; resourceNames?: string[]; verbs?: string[] }[];
   spec?: {
     template?: {
@@ -102,7 +103,7 @@ function jsonDocuments(text: string): unknown[] {
 }
 
 /** The chart's objects as JSON: there is no YAML parser here, so kubectl reads the YAML (client-side only). */
-async function renderedObjects(args: { chart: string; values?: string; namespace: string }): Promise<RenderedObject[]> {
+async function renderedObjects(args: { chart: string; values?: string; set?: string[]; namespace: string }): Promise<RenderedObject[]> {
   const { stdout } = await kubectlWithInput(['--namespace', args.namespace, 'create', '--dry-run=client', '-o', 'json', '-f', '-'], await template(args));
   return jsonDocuments(stdout).flatMap((doc) => ((doc as { kind?: string }).kind === 'List' ? (doc as { items: RenderedObject[] }).items : [doc as RenderedObject]));
 }
@@ -141,7 +142,9 @@ describe('Helm charts', () => {
   it.each(cases)('$chart with $label: no ClusterRole holds a "*" group, resource or verb, nor reads Secrets', async ({ chart, values }) => {
     const objects = await renderedObjects({ chart, namespace: 'ctrlmesh-system', ...(values ? { values } : {}) });
     const roles = objects.filter((o) => o.kind === 'ClusterRole' || o.kind === 'Role');
-    expect(roles.length).toBeGreaterThan(0);
+    // The hub calls no Kubernetes API and the aggregated roles belong to the agent chart: the hub renders no role.
+    if (chart === 'ctrlmesh-hub') expect(roles.map((r) => r.metadata.name)).toEqual([]);
+    else expect(roles.length).toBeGreaterThan(0);
     for (const role of roles) {
       for (const rule of role.rules ?? []) {
         const where = `${role.kind} ${role.metadata.name}: ${JSON.stringify(rule)}`;
@@ -156,7 +159,8 @@ describe('Helm charts', () => {
 
   it('the agent ClusterRole grants exactly the calls the agent makes, and list/watch/patch only of rbac.relatedResources', async () => {
     const objects = await renderedObjects({ chart: 'ctrlmesh-agent', namespace: 'ctrlmesh-system', values: withSecrets('ctrlmesh-agent') });
-    const role = objects.find((o) => o.kind === 'ClusterRole');
+    // The agent's own ClusterRole (the others are the aggregated roles, tested below).
+    const role = objects.find((o) => o.kind === 'ClusterRole' && o.metadata.name === 'ctrlmesh-ctrlmesh-agent');
     const grants = (role?.rules ?? []).flatMap((r) =>
       (r.apiGroups ?? []).flatMap((g) => (r.resources ?? []).map((res) => `${g}/${res}${r.resourceNames ? `[${r.resourceNames.join(',')}]` : ''}: ${(r.verbs ?? []).join(',')}`)),
     );
@@ -229,13 +233,15 @@ describe('Helm charts', () => {
     }
   });
 
-  it('a ShardingConfig is written by namespace admins only, unless rbac.shardingConfigWriters is edit', async () => {
-    const aggregation = async (values?: string): Promise<Record<string, string[]>> => {
-      const objects = await renderedObjects({ chart: 'ctrlmesh-hub', namespace: 'ctrlmesh-system', ...(values ? { values } : {}) });
+  it('the agent chart aggregates the kinds: a ShardingConfig is written by namespace admins only, unless rbac.shardingConfigWriters is edit', async () => {
+    // The kinds are written in the member clusters, where only the agent chart is installed.
+    const aggregation = async (set: string[] = []): Promise<Record<string, string[]>> => {
+      const objects = await renderedObjects({ chart: 'ctrlmesh-agent', namespace: 'ctrlmesh-system', set });
       const writers: Record<string, string[]> = {};
       for (const role of objects.filter((o) => o.kind === 'ClusterRole')) {
-        const labels = (role.metadata as { labels?: Record<string, string> }).labels ?? {};
+        const labels = role.metadata.labels ?? {};
         const to = ['view', 'edit', 'admin'].filter((r) => labels[`rbac.authorization.k8s.io/aggregate-to-${r}`] === 'true');
+        if (to.length === 0) continue; // the agent's own ClusterRole
         for (const rule of role.rules ?? []) {
           if (!rule.verbs?.includes('create')) continue;
           for (const resource of rule.resources ?? []) writers[resource] = [...(writers[resource] ?? []), ...to].sort();
@@ -244,6 +250,7 @@ describe('Helm charts', () => {
       return writers;
     };
     expect(await aggregation()).toEqual({ shardingconfigs: ['admin'], circuitbreakers: ['admin', 'edit'], faultinjections: ['admin', 'edit'] });
-    expect((await aggregation(withSecrets('ctrlmesh-hub'))).shardingconfigs).toEqual(['admin', 'edit']);
+    expect((await aggregation(['rbac.shardingConfigWriters=edit'])).shardingconfigs).toEqual(['admin', 'edit']);
+    expect(await aggregation(['rbac.aggregateToDefaultRoles=false'])).toEqual({});
   });
 });

@@ -4,7 +4,7 @@ import { loadKubeConfig } from '../../kube/index.js';
 import { HASH_ALGORITHMS, type HashAlgorithm } from '../../sharding/index.js';
 import { intValue, requiredString, stringList, stringValue, type Command, type CommandContext } from '../command.js';
 import { parseLabels, parseListen, readFlagFile, readTokens, untilAborted } from './flags.js';
-import { natsOptions, requiredNatsConfig } from './nats-flags.js';
+import { natsOptions, requiredNatsConfig, routeSignerKeys } from './nats-flags.js';
 
 /** The Secret, in each operator pod's namespace, the injected proxy takes its credentials from (docs/install.md). */
 const DEFAULT_PROXY_SECRET = 'ctrlmesh-proxy';
@@ -12,7 +12,7 @@ const DEFAULT_PROXY_SECRET = 'ctrlmesh-proxy';
 /** The injected proxy: its image, the hub's route-signing keys it trusts, the Secret it mounts; undefined without --proxy-image. */
 function sidecarOptions(ctx: CommandContext): AgentOptions['sidecar'] {
   const image = stringValue(ctx, 'proxy-image');
-  const signers = stringList(ctx, 'proxy-route-signer').flatMap((k) => k.split(',')).map((k) => k.trim()).filter(Boolean);
+  const signers = routeSignerKeys(ctx, 'proxy-route-signer');
   const secret = stringValue(ctx, 'proxy-secret');
   if (!image) {
     if (signers.length || secret !== undefined) throw new UsageError('--proxy-route-signer and --proxy-secret configure the injected proxy: give --proxy-image too');
@@ -24,8 +24,6 @@ function sidecarOptions(ctx: CommandContext): AgentOptions['sidecar'] {
         'trust (route-signing.pub of `ctrlmesh nats-auth init`)',
     );
   }
-  const bad = signers.find((k) => !/^N[A-Z2-7]{55}$/.test(k));
-  if (bad) throw new UsageError(`--proxy-route-signer must be a public server nkey (N followed by 55 characters), not "${bad}"`);
   const secretName = secret ?? DEFAULT_PROXY_SECRET;
   if (!/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/.test(secretName) || secretName.length > 253) {
     throw new UsageError(`--proxy-secret must be a Secret name (lower-case DNS subdomain), not "${secretName}"`);

@@ -81,3 +81,16 @@ export function requiredNatsConfig(ctx: CommandContext): NatsClientConfig {
 export const natsOptions: Record<string, OptionSpec> = Object.fromEntries(
   Object.entries(NATS_FLAGS).map(([name, { env, description, ...spec }]) => [name, { ...spec, description: `${description} [$${env}]` }]),
 );
+
+/**
+ * Public route-signing keys (N...) given to a repeatable flag (comma-separated values too), or to `env` when the
+ * flag is absent; each checked. Empty when none is given: the caller says whether one is required.
+ */
+export function routeSignerKeys(ctx: CommandContext, flag: string, env?: string): string[] {
+  const given = stringList(ctx, flag);
+  const raw = given.length ? given : env ? [ctx.env[env] ?? ''] : [];
+  const keys = raw.flatMap((k) => k.split(',')).map((k) => k.trim()).filter(Boolean);
+  const bad = keys.find((k) => !/^N[A-Z2-7]{55}$/.test(k));
+  if (bad) throw new UsageError(`--${flag} must be a public server nkey (N followed by 55 characters), not "${bad}"`);
+  return keys;
+}

@@ -1,5 +1,5 @@
 import { unwatchFile, watchFile } from 'node:fs';
-import { natsConfigFromFlags, natsOptions } from './nats-flags.js';
+import { natsConfigFromFlags, natsOptions, routeSignerKeys } from './nats-flags.js';
 import { UsageError } from '../../errors.js';
 import { createRegistry } from '../../metrics/index.js';
 import {
@@ -70,11 +70,8 @@ function routeSource(ctx: CommandContext): RouteSource {
 
 /** The hubs' route-signing public keys (--route-signer, or CTRLMESH_ROUTE_SIGNERS comma-separated); at least one. */
 function routeSigners(ctx: CommandContext): string[] {
-  const given = stringList(ctx, 'route-signer');
-  const keys = (given.length ? given : (ctx.env.CTRLMESH_ROUTE_SIGNERS ?? '').split(',')).map((k) => k.trim()).filter(Boolean);
+  const keys = routeSignerKeys(ctx, 'route-signer', 'CTRLMESH_ROUTE_SIGNERS');
   if (keys.length === 0) throw new UsageError('--route-signer is required with --nats: the public key of the hub\'s --signing-key (N...)');
-  const bad = keys.find((k) => !/^N[A-Z2-7]{55}$/.test(k));
-  if (bad) throw new UsageError(`--route-signer must be a public server nkey (N followed by 55 characters), not "${bad}"`);
   return keys;
 }
 

@@ -128,3 +128,47 @@ describe('ctrlmesh crds', () => {
     ]);
   });
 });
+
+const webhook = ['--webhook-listen', '127.0.0.1:0'];
+
+describe('ctrlmesh agent: the injected proxy flags', () => {
+  it('refuses --proxy-image without --proxy-route-signer, saying where the key comes from', async () => {
+    const r = await ctrlmesh('agent', '--proxy-image', 'controllermesh:1', ...webhook);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain("--proxy-image needs --proxy-route-signer: the public key (N...) of the hub's --signing-key");
+  });
+
+  it('refuses a route signer that is not a public server nkey', async () => {
+    const r = await ctrlmesh('agent', '--proxy-image', 'controllermesh:1', '--proxy-route-signer', 'SNAAAA', ...webhook);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('--proxy-route-signer must be a public server nkey (N followed by 55 characters), not "SNAAAA"');
+  });
+
+  it('refuses a --proxy-secret that is not a Secret name', async () => {
+    const r = await ctrlmesh('agent', '--proxy-image', 'controllermesh:1', '--proxy-route-signer', `N${'A'.repeat(55)}`, '--proxy-secret', 'Proxy_Creds', ...webhook);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('--proxy-secret must be a Secret name (lower-case DNS subdomain), not "Proxy_Creds"');
+  });
+
+  it('refuses the proxy flags without --proxy-image', async () => {
+    const r = await ctrlmesh('agent', '--proxy-secret', 'ctrlmesh-proxy', ...webhook);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('give --proxy-image too');
+  });
+});
+
+describe('ctrlmesh proxy and hub: the control-plane trust flags', () => {
+  it('a proxy following NATS needs the hub key it trusts', async () => {
+    const r = await ctrlmesh('proxy', '--nats', 'nats://127.0.0.1:4222', '--operator', 'ns/op', '--shard', 's', '--credentials', 'kubeconfig');
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain("--route-signer is required with --nats: the public key of the hub's --signing-key");
+  });
+
+  it('a hub needs its signing key', async () => {
+    const tokens = join(dir, 'hub-tokens');
+    writeFileSync(tokens, 'cluster-a secret\n');
+    const r = await ctrlmesh('hub', '--nats', 'nats://127.0.0.1:4222', '--token-file', tokens);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('--signing-key is required (or CTRLMESH_SIGNING_KEY)');
+  });
+});
