@@ -1,6 +1,6 @@
-import { fromPublic, fromSeed } from '@nats-io/nkeys';
 import { Type } from '@sinclair/typebox';
 import { decodeMessage, encodeMessage, type DecodeResult } from './codec.js';
+import { ed25519Signer, ed25519Verify } from './ed25519.js';
 import type { MessageKind } from './messages.js';
 import { RouteTableSchema, type RouteTable } from './route-table.js';
 
@@ -32,8 +32,8 @@ export interface RouteSigner {
 }
 
 export function routeSigner(seed: string): RouteSigner {
-  const key = fromSeed(new TextEncoder().encode(seed.trim()));
-  const publicKey = key.getPublicKey();
+  const key = ed25519Signer(seed);
+  const publicKey = key.publicKey;
   if (!publicKey.startsWith('N')) throw new Error('the route-table signing key must be a server nkey seed (SN...)');
   return {
     publicKey,
@@ -56,7 +56,7 @@ export function openRouteTable(data: Uint8Array, trusted?: readonly string[]): D
   if (trusted && !trusted.includes(signer)) return { ok: false, reason: `SignedRouteTable: signed by ${signer}, a key this process does not trust` };
   let valid = false;
   try {
-    valid = fromPublic(signer).verify(Buffer.from(table, 'utf8'), Buffer.from(signature, 'base64'));
+    valid = ed25519Verify(signer, Buffer.from(table, 'utf8'), Buffer.from(signature, 'base64'));
   } catch {
     valid = false;
   }

@@ -1,5 +1,6 @@
-import { createServer } from '@nats-io/nkeys';
+import { createServer, fromSeed } from '@nats-io/nkeys';
 import { describe, expect, it } from 'vitest';
+import { ed25519Signer, ed25519Verify } from '../../../src/transport/ed25519.js';
 import { RouteTableSchema, encodeMessage, openRouteTable, routeSigner } from '../../../src/transport/index.js';
 import { routeTableFixture } from '../proxy/route-table-fixture.js';
 
@@ -32,5 +33,19 @@ describe('signed route tables', () => {
 
   it('refuses a seed that is not a server key', () => {
     expect(() => routeSigner('SUAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA')).toThrow();
+  });
+});
+
+describe('ed25519 through node:crypto', () => {
+  it('signs what nkeys verifies and verifies what nkeys signs', () => {
+    const s = seed();
+    const nkey = fromSeed(new TextEncoder().encode(s));
+    const data = Buffer.from('route table bytes');
+    const signer = ed25519Signer(s);
+    expect(signer.publicKey).toBe(nkey.getPublicKey());
+    expect(nkey.verify(data, signer.sign(data))).toBe(true);
+    expect(ed25519Verify(nkey.getPublicKey(), data, nkey.sign(data))).toBe(true);
+    expect(ed25519Verify(nkey.getPublicKey(), Buffer.from('other bytes'), nkey.sign(data))).toBe(false);
+    expect(() => ed25519Verify('NOTAKEY', data, nkey.sign(data))).toThrow();
   });
 });
