@@ -24,6 +24,7 @@ import {
   createBuckets,
   decodeMessage,
   encodeMessage,
+  RouteTableKind,
   openRouteTable,
   publishMessage,
   publishRouteTable,
@@ -144,7 +145,7 @@ async function pump(count: number, window: number, send: (i: number) => void, re
  * CPU µs a process's live threads have run so far, from /proc/<pid>/task/<tid>/schedstat (nanoseconds; /proc's
  * stat counts 10 ms ticks, too coarse for a one-second run). nats-server's threads live as long as it does.
  */
-async function processCpuUs(pid: number | undefined): Promise<number> {
+export async function processCpuUs(pid: number | undefined): Promise<number> {
   if (pid === undefined) return 0;
   let ns = 0;
   for (const tid of await readdir(`/proc/${pid}/task`)) {
@@ -154,7 +155,7 @@ async function processCpuUs(pid: number | undefined): Promise<number> {
   return ns / 1000;
 }
 
-function median(values: number[]): number {
+export function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   const mid = sorted.length >> 1;
   return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
@@ -176,7 +177,7 @@ interface Side {
   proxy: NatsLink;
   buckets: ControlBuckets;
   subscriptions: Subscription[];
-  watches: Watch[];
+  watches: Pick<Watch, 'stop'>[];
   heartbeats: Mark;
   reports: Mark;
   /** Route tables seen by the proxy: version - tableBase. */
@@ -387,7 +388,7 @@ function tablePhase(caPem: string): Phase {
       table.version = side.tableBase + items;
       await side.tables.until(items, `${side.label} route tables`);
     },
-    extra: (sides) => ({ bytesPerItem: sides[0]!.signer.seal(table).length }),
+    extra: (sides) => ({ bytesPerItem: sides[0]!.signer.seal(RouteTableKind, table).length }),
   };
 }
 
@@ -501,7 +502,7 @@ function signatureRow(caPem: string, progress: (m: string) => void): BenchRow {
   const table = benchTable(caPem);
   const signer = routeSigner(new TextDecoder().decode(createServer().getSeed()));
   const trusted = [signer.publicKey];
-  const sealed = signer.seal(table);
+  const sealed = signer.seal(RouteTableKind, table);
   const text = Buffer.from(encodeMessage(ROUTE_TABLE, table));
   const native = generateKeyPairSync('ed25519');
   const ops: Record<'plain' | 'signed' | 'seal' | 'open' | 'native', () => void> = {
@@ -509,9 +510,9 @@ function signatureRow(caPem: string, progress: (m: string) => void): BenchRow {
       if (!decodeMessage(ROUTE_TABLE, encodeMessage(ROUTE_TABLE, table)).ok) throw new Error('bench table does not decode');
     },
     signed: () => {
-      if (!openRouteTable(signer.seal(table), trusted).ok) throw new Error('bench table does not verify');
+      if (!openRouteTable(signer.seal(RouteTableKind, table), trusted).ok) throw new Error('bench table does not verify');
     },
-    seal: () => void signer.seal(table),
+    seal: () => void signer.seal(RouteTableKind, table),
     open: () => void openRouteTable(sealed, trusted),
     native: () => {
       if (!cryptoVerify(null, text, native.publicKey, cryptoSign(null, text, native.privateKey))) throw new Error('node:crypto ed25519 does not verify');

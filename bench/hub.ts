@@ -18,6 +18,7 @@ import {
   watchRouteTable,
 } from '../src/transport/index.js';
 import { busSecurityRows, simulatedReport } from './bus.js';
+import { routeChangeRows } from './propagation.js';
 import { percentile, round, type Benchmark, type BenchRow } from './harness.js';
 
 const logger = pino({ level: 'silent' });
@@ -233,13 +234,15 @@ const benchmark: Benchmark = {
   name: 'hub',
   description:
     'heartbeat, report and route-table throughput on an open and a secure (TLS + JWT, an identity per role) NATS side by side, ' +
-    `with secure/open ratios; config change to route table (p50/p99 over ${CHANGES} changes, real API server + agent + hub + NATS); leader failover; hub CPU and memory with ${SIMULATED_CLUSTERS} simulated clusters`,
+    'with secure/open ratios; route change -> every proxy applied (p50/p99, real hub, 6 route sources) on a 3-server NATS cluster (R3) against one server (R1) in the same run; ' +
+    `config change to route table (p50/p99 over ${CHANGES} changes, real API server + agent + hub + NATS); leader failover; hub CPU and memory with ${SIMULATED_CLUSTERS} simulated clusters`,
   run: async ({ progress }) => {
     const dir = await mkdtemp(join(tmpdir(), 'ctrlmesh-bench-hub-'));
     const bed = await startTestbed({ clusters: 1, dir, onProgress: progress });
     try {
       const rows: BenchRow[] = [];
       rows.push(...(await busSecurityRows({ dir, caPem: bed.info.clusters[0]?.caPem ?? '', logger, progress })));
+      rows.push(...(await routeChangeRows({ dir, caPem: bed.info.clusters[0]?.caPem ?? '', logger, progress })));
       rows.push(await changeToRouteTable(bed, HUB_DEFAULTS.debounceMs, progress));
       rows.push(await changeToRouteTable(bed, 20, progress));
       rows.push(await failover(bed.info.nats, progress));

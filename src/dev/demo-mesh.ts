@@ -184,7 +184,7 @@ async function publishedShards(hubUrl: string, count: number, signal?: AbortSign
 function demoNats(bed: Testbed): { nats: string[]; auth: AuthFiles } {
   const security = bed.info.nats.security;
   if (!security) throw new TestbedError('the demo bed runs NATS without security');
-  return { nats: [`--nats=${bed.info.nats.url}`, `--nats-ca=${security.caFile}`], auth: security.auth };
+  return { nats: [`--nats=${bed.info.nats.urls.join(',')}`, `--nats-ca=${security.caFile}`], auth: security.auth };
 }
 
 /**

@@ -5,7 +5,8 @@ export { ToolError, TestbedError } from './errors.js';
 export { startEtcd, type EtcdHandle, type EtcdOptions } from './etcd.js';
 export { freePort } from './free-port.js';
 export { kubeconfigText, writeKubeconfig, type KubeconfigEntry } from './kubeconfig.js';
-export { natsClientConfig, startNats, type NatsEndpoint, type NatsHandle, type NatsOptions, type NatsSecurity } from './nats.js';
+export { natsClientConfig, natsUrls, startNats, type NatsEndpoint, type NatsHandle, type NatsOptions, type NatsSecurity } from './nats.js';
+export { startNatsCluster, type NatsClusterHandle, type NatsClusterOptions, type NatsServerHandle } from './nats-cluster.js';
 export { livePidRecords, recordOwner, type PidRecord } from './pid-file.js';
 export type { ServerControl, ServerStartOptions } from './server-process.js';
 export {

@@ -27,13 +27,22 @@ export interface NatsSecurity {
 export interface NatsHandle extends ServerControl {
   /** Client URL: tls://127.0.0.1:PORT (secure) or nats://127.0.0.1:PORT (open). */
   url: string;
+  /** Every client URL: here just `url` (a cluster lists one per server). */
+  urls: string[];
   /** Monitoring endpoint (/healthz, /varz, /jsz), http://127.0.0.1:PORT. */
   monitorUrl: string;
   storeDir: string;
   security?: NatsSecurity;
 }
 
-async function secureConfig(dir: string): Promise<{ security: NatsSecurity; lines: string[] }> {
+/** What a secure server's configuration adds: its TLS block and the auth include, for a config file in `confDir`. */
+export interface SecureSetup {
+  security: NatsSecurity;
+  lines(confDir: string): string[];
+}
+
+/** Writes the bed's CA, one serving certificate (for 127.0.0.1 and localhost) and the auth setup into `dir`. */
+export async function secureSetup(dir: string): Promise<SecureSetup> {
   const ca = await createCertificateAuthority({ commonName: 'ctrlmesh-testbed-nats-ca' });
   const serving = await issueCertificate({ ca, commonName: 'nats', dnsNames: ['localhost'], ipAddresses: ['127.0.0.1'], usage: 'server' });
   const tlsDir = join(dir, 'tls');
@@ -47,10 +56,10 @@ async function secureConfig(dir: string): Promise<{ security: NatsSecurity; line
   const auth = await writeAuthSetup(join(dir, 'auth'), await createAuthSetup());
   return {
     security: { caFile, auth },
-    lines: [
+    lines: (confDir) => [
       `tls { cert_file: ${JSON.stringify(join(tlsDir, 'server.crt'))}, key_file: ${JSON.stringify(join(tlsDir, 'server.key'))}, timeout: 5 }`,
       // nats-server resolves an include against the including file's directory.
-      `include ${JSON.stringify(relative(dir, auth.resolverConf))}`,
+      `include ${JSON.stringify(relative(confDir, auth.resolverConf))}`,
     ],
   };
 }
@@ -62,7 +71,7 @@ export async function startNats(options: NatsOptions): Promise<NatsHandle> {
   const storeDir = join(options.dir, 'jetstream');
   const monitorUrl = `http://127.0.0.1:${monitorPort}`;
   await mkdir(options.dir, { recursive: true });
-  const secure = (options.security ?? 'secure') === 'secure' ? await secureConfig(options.dir) : undefined;
+  const secure = (options.security ?? 'secure') === 'secure' ? await secureSetup(options.dir) : undefined;
   const configFile = join(options.dir, 'nats.conf');
   await writeFile(
     configFile,
@@ -71,7 +80,7 @@ export async function startNats(options: NatsOptions): Promise<NatsHandle> {
       `listen: 127.0.0.1:${port}`,
       `http: 127.0.0.1:${monitorPort}`,
       `jetstream { store_dir: ${JSON.stringify(storeDir)} }`,
-      ...(secure?.lines ?? []),
+      ...(secure?.lines(options.dir) ?? []),
       '',
     ].join('\n'),
   );
@@ -87,8 +96,10 @@ export async function startNats(options: NatsOptions): Promise<NatsHandle> {
     logger: options.logger,
   });
   await server.start(options.signal);
+  const url = `${secure ? 'tls' : 'nats'}://127.0.0.1:${port}`;
   return {
-    url: `${secure ? 'tls' : 'nats'}://127.0.0.1:${port}`,
+    url,
+    urls: [url],
     monitorUrl,
     storeDir,
     ...(secure ? { security: secure.security } : {}),
@@ -98,8 +109,16 @@ export async function startNats(options: NatsOptions): Promise<NatsHandle> {
 
 /** Where a bed's NATS is, as testbed.json records it. */
 export interface NatsEndpoint {
+  /** The first server's client URL. */
   url: string;
+  /** Every server's client URL (a cluster has several); `[url]` when absent. */
+  urls?: string[];
   security?: NatsSecurity;
+}
+
+/** Every client URL of an endpoint. */
+export function natsUrls(nats: NatsEndpoint): string[] {
+  return nats.urls?.length ? [...nats.urls] : [nats.url];
 }
 
 /**
@@ -107,9 +126,10 @@ export interface NatsEndpoint {
  * hub's and the bootstrap's were written at start). On an open bed, just the URL.
  */
 export async function natsClientConfig(nats: NatsEndpoint, identity: Role): Promise<NatsClientConfig> {
-  if (!nats.security) return { servers: [nats.url] };
+  const servers = natsUrls(nats);
+  if (!nats.security) return { servers };
   const { auth, caFile } = nats.security;
   const file =
     identity.role === 'hub' ? auth.hubCreds : identity.role === 'bootstrap' ? auth.bootstrapCreds : await writeRoleCreds(auth, identity);
-  return { servers: [nats.url], tls: { caFile }, credentials: { kind: 'creds', file } };
+  return { servers, tls: { caFile }, credentials: { kind: 'creds', file } };
 }

@@ -30,16 +30,26 @@ export async function recordOwner(bedDir: string, name: string): Promise<() => P
   return () => removePidFile(dir);
 }
 
-/** The processes recorded in `<bedDir>/<server>/pid.json` that still run the recorded binary. */
+async function readPidFile(dir: string): Promise<PidRecord | undefined> {
+  const text = await readFile(join(dir, PID_FILE), 'utf8').catch(() => undefined);
+  return text === undefined ? undefined : (JSON.parse(text) as PidRecord);
+}
+
+async function subdirectories(dir: string): Promise<string[]> {
+  const entries = await readdir(dir, { withFileTypes: true }).catch(() => []);
+  return entries.filter((e) => e.isDirectory()).map((e) => join(dir, e.name));
+}
+
+/**
+ * The processes recorded in `<bedDir>/<server>/pid.json`, or one level deeper for a group of servers (a NATS
+ * cluster's `<bedDir>/nats/server-1/pid.json`), that still run the recorded binary.
+ */
 export async function livePidRecords(bedDir: string): Promise<PidRecord[]> {
-  const entries = await readdir(bedDir, { withFileTypes: true }).catch(() => []);
   const live: PidRecord[] = [];
-  for (const entry of entries) {
-    if (!entry.isDirectory()) continue;
-    const text = await readFile(join(bedDir, entry.name, PID_FILE), 'utf8').catch(() => undefined);
-    if (text === undefined) continue;
-    const record = JSON.parse(text) as PidRecord;
-    if (await stillRunning(record)) live.push(record);
+  for (const dir of await subdirectories(bedDir)) {
+    const own = await readPidFile(dir);
+    const records = own ? [own] : (await Promise.all((await subdirectories(dir)).map(readPidFile))).filter((r) => r !== undefined);
+    for (const record of records) if (await stillRunning(record)) live.push(record);
   }
   return live;
 }

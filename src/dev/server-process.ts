@@ -119,6 +119,8 @@ export class ServerProcess {
     const child = this.child;
     if (!child) return;
     this.stopping = true;
+    // A paused (SIGSTOP) server would act on SIGTERM only when continued.
+    child.kill('SIGCONT');
     child.kill('SIGTERM');
     // The timer is cancelled once the process exits, so it never holds the event loop open.
     const timer = new AbortController();
@@ -132,6 +134,21 @@ export class ServerProcess {
       child.kill('SIGKILL');
       await this.exited;
     }
+  }
+
+  /** SIGKILL, as a crash would end it; resolves once the process is gone. */
+  async kill(): Promise<void> {
+    const child = this.child;
+    if (!child) return;
+    this.stopping = true;
+    child.kill('SIGKILL');
+    await this.exited;
+  }
+
+  /** Sends a signal to the running server (e.g. SIGSTOP and SIGCONT to freeze and thaw it); fails when none runs. */
+  signal(sig: NodeJS.Signals): void {
+    if (!this.child) throw new TestbedError(`${this.options.name} is not running: cannot send it ${sig}`);
+    this.child.kill(sig);
   }
 
   private async startError(what: string): Promise<TestbedError> {

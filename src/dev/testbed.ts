@@ -5,6 +5,7 @@ import { startApiServer, type ApiServerHandle, type ClusterInfo } from './api-se
 import { startEtcd, type EtcdHandle } from './etcd.js';
 import { writeKubeconfig } from './kubeconfig.js';
 import { startNats, type NatsEndpoint, type NatsHandle } from './nats.js';
+import { startNatsCluster, type NatsClusterHandle } from './nats-cluster.js';
 import { resolveTool, type ToolOptions } from './tools.js';
 
 export interface TestbedOptions extends ToolOptions {
@@ -12,6 +13,8 @@ export interface TestbedOptions extends ToolOptions {
   clusters?: number | readonly string[];
   /** Holds every server's data, certificates, logs and pid files, the kubeconfigs and testbed.json. */
   dir: string;
+  /** NATS servers: 1 (default) or a cluster of that many, with JetStream replicated across them. */
+  natsServers?: number;
   logger?: Logger;
   /** Aborting it stops a start in progress (and what it already started). */
   signal?: AbortSignal;
@@ -23,14 +26,16 @@ export interface TestbedInfo {
   clusters: ClusterInfo[];
   /** One kubeconfig with a context per cluster. */
   kubeconfigPath: string;
-  nats: NatsEndpoint & { monitorUrl: string };
+  /** `url` is the first server's; `urls` and `monitorUrls` list every server's, in the same order. */
+  nats: NatsEndpoint & { urls: string[]; monitorUrl: string; monitorUrls: string[] };
   etcd: { url: string };
 }
 
 export interface Testbed {
   dir: string;
   clusters: ApiServerHandle[];
-  nats: NatsHandle;
+  /** One server, or a cluster (with `servers`) when the bed was started with `natsServers` above 1. */
+  nats: NatsHandle | NatsClusterHandle;
   etcd: EtcdHandle;
   info: TestbedInfo;
   /** Stops every server; resolves once none is left running. */
@@ -63,10 +68,11 @@ async function settleAll<T extends readonly unknown[]>(promises: { [K in keyof T
   return results.map((r) => (r as PromiseFulfilledResult<unknown>).value) as unknown as T;
 }
 
-/** Starts one etcd, one kube-apiserver per cluster and one NATS server with JetStream, all on 127.0.0.1. */
+/** Starts one etcd, one kube-apiserver per cluster and NATS with JetStream (one server or a cluster), all on 127.0.0.1. */
 export async function startTestbed(options: TestbedOptions): Promise<Testbed> {
   const dir = resolve(options.dir);
   const names = clusterNames(options.clusters ?? 2);
+  const natsServers = options.natsServers ?? 1;
   const onProgress = options.onProgress ?? (() => undefined);
   const common = { env: options.env, logger: options.logger, signal: options.signal };
   // A bed always starts fresh: data of an earlier bed in the same dir holds other ports, certificates and keys.
@@ -77,7 +83,7 @@ export async function startTestbed(options: TestbedOptions): Promise<Testbed> {
   const natsBinary = (await resolveTool('nats-server', options)).path;
   const apiServerBinary = (await resolveTool('kube-apiserver', options)).path;
 
-  onProgress(`starting etcd, nats-server and ${names.length} kube-apiserver(s) in ${dir}`);
+  onProgress(`starting etcd, ${natsServers === 1 ? 'nats-server' : `${natsServers} nats-servers`} and ${names.length} kube-apiserver(s) in ${dir}`);
   const started: Stoppable[] = [];
   const apiServers: Stoppable[] = [];
   const track = (list: Stoppable[]) => <T extends Stoppable>(handle: T): T => {
@@ -85,11 +91,15 @@ export async function startTestbed(options: TestbedOptions): Promise<Testbed> {
     return handle;
   };
   try {
+    const natsStart: Promise<NatsHandle | NatsClusterHandle> =
+      natsServers === 1
+        ? startNats({ ...common, binary: natsBinary, dir: join(dir, 'nats') })
+        : startNatsCluster({ ...common, binary: natsBinary, dir: join(dir, 'nats'), servers: natsServers });
     const [etcd, nats] = await settleAll([
       startEtcd({ ...common, binary: etcdBinary, dir: join(dir, 'etcd') }).then(track(started)),
-      startNats({ ...common, binary: natsBinary, dir: join(dir, 'nats') }).then(track(started)),
+      natsStart.then(track(started)),
     ]);
-    onProgress(`etcd ready at ${etcd.url}; nats-server ready at ${nats.url}`);
+    onProgress(`etcd ready at ${etcd.url}; NATS ready at ${nats.urls.join(', ')}`);
     const clusters = await settleAll(
       names.map((name) =>
         startApiServer({ ...common, binary: apiServerBinary, etcd, name, dir: join(dir, name) })
@@ -111,7 +121,13 @@ export async function startTestbed(options: TestbedOptions): Promise<Testbed> {
         kubeconfigPath,
       })),
       kubeconfigPath: join(dir, 'kubeconfig'),
-      nats: { url: nats.url, monitorUrl: nats.monitorUrl, ...(nats.security ? { security: nats.security } : {}) },
+      nats: {
+        url: nats.url,
+        urls: nats.urls,
+        monitorUrl: nats.monitorUrl,
+        monitorUrls: 'servers' in nats ? nats.servers.map((s) => s.monitorUrl) : [nats.monitorUrl],
+        ...(nats.security ? { security: nats.security } : {}),
+      },
       etcd: { url: etcd.url },
     };
     await writeKubeconfig(info.kubeconfigPath, info.clusters);

@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import {
   Buckets,
   Keys,
+  type BucketName,
   Messages,
   decodeToken,
   receiveMessage,
@@ -15,7 +16,15 @@ import {
 
 export interface PublishedRoute {
   table: RouteTable;
+  /** KV revision of the key; 0 when the bucket was created again since (the next write creates the key). */
   revision: number;
+}
+
+/** A value that was stored malformed, as it was (to be copied aside). */
+export interface CorruptEntry {
+  key: string;
+  revision: number;
+  value: Uint8Array;
 }
 
 /**
@@ -31,6 +40,11 @@ export class Fleet {
   readonly lastSeen = new Map<string, { at: number; apiServerReachable: boolean }>();
   /** Latest acknowledged version by operator, then shard. */
   readonly acks = new Map<string, Map<string, number>>();
+  /**
+   * Handover records stored malformed (or naming another operator), by operator: the leader copies each aside
+   * and replaces it (reconciler.ts); its revision is kept so that the replacement's compare-and-set succeeds.
+   */
+  readonly corruptHandovers = new Map<string, CorruptEntry>();
 
   /** `trusted`: the route-signing keys whose tables are read back (the hubs'). */
   constructor(
@@ -62,10 +76,18 @@ export class Fleet {
         if (report && report.cluster === name) this.reports.set(name, report);
       }
     } else if (prefix === 'handover') {
+      this.corruptHandovers.delete(name);
       if (entry.operation !== 'PUT') this.handovers.delete(name);
       else {
         const record = receiveMessage(Messages.handoverState, entry.value, this.source(Buckets.state, entry));
         if (record && record.operator === name) this.handovers.set(name, { record, revision: entry.revision });
+        else {
+          // Logged by receiveMessage when malformed. Dropping it and keeping the old revision would wedge the
+          // operator (every compare-and-set fails): the leader rebuilds the record from the route tables instead.
+          if (record) this.logger.warn({ source: `${Buckets.state}/${entry.key}`, operator: record.operator }, 'dropped a handover record naming another operator');
+          this.handovers.delete(name);
+          this.corruptHandovers.set(name, { key: entry.key, revision: entry.revision, value: entry.value });
+        }
       }
     }
     return undefined;
@@ -94,7 +116,8 @@ export class Fleet {
     const shards = this.routes.get(table.operator) ?? new Map<string, PublishedRoute>();
     this.routes.set(table.operator, shards);
     const known = shards.get(table.shard);
-    if (!known || known.revision < entry.revision) shards.set(table.shard, { table, revision: entry.revision });
+    // A greater version at a lower revision is a table published into a bucket created again (revisions restart).
+    if (!known || known.revision < entry.revision || known.table.version < table.version) shards.set(table.shard, { table, revision: entry.revision });
   }
 
   recordRoute(table: RouteTable, revision: number): void {
@@ -104,12 +127,35 @@ export class Fleet {
     if (!known || known.revision < revision) shards.set(table.shard, { table, revision });
   }
 
+  /**
+   * Records an acknowledgement; false when it is not newer than the one known, or acknowledges a version above
+   * the one published for its shard (logged: no proxy can have applied it, so it would grant early). An ack for a
+   * shard whose table is not known yet (read back from KV before the tables) is recorded and judged when used.
+   */
   recordAck(operator: string, shard: string, version: number): boolean {
+    const published = this.routes.get(operator)?.get(shard)?.table.version;
+    if (published !== undefined && version > published) {
+      this.logger.warn({ operator, shard, version, published }, 'ignored an acknowledgement of a version above the one published for its shard');
+      return false;
+    }
     const shards = this.acks.get(operator) ?? new Map<string, number>();
     this.acks.set(operator, shards);
     if ((shards.get(shard) ?? -1) >= version) return false;
     shards.set(shard, version);
     return true;
+  }
+
+  /**
+   * The bucket was created again (deleted under a running hub): every revision known in it is void, so the next
+   * writes create their keys instead of failing a compare-and-set forever. What it held is kept in memory.
+   */
+  forgetRevisions(bucket: BucketName): void {
+    if (bucket === Buckets.routes) {
+      for (const shards of this.routes.values()) for (const [shard, route] of shards) shards.set(shard, { ...route, revision: 0 });
+    } else if (bucket === Buckets.state) {
+      for (const [operator, handover] of this.handovers) this.handovers.set(operator, { ...handover, revision: 0 });
+      this.corruptHandovers.clear();
+    }
   }
 
   private source(bucket: string, entry: KvEntry): { logger: Logger; source: string } {

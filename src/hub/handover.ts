@@ -1,4 +1,5 @@
 import type { HandoverRecord, HandoverStateRecord } from '../transport/index.js';
+import { nextTableVersion } from './table-version.js';
 
 /**
  * Moving units between shards without ever letting two shards own one (pure: time is an argument).
@@ -31,14 +32,26 @@ export interface HandoverStepInput {
   /** Latest acknowledged version per shard. */
   acks: Record<string, number>;
   now: number;
-  /** How long a shard's proxy may keep serving without NATS: after that it has fenced itself. */
+  /**
+   * How long a shard's proxy may keep serving on its last lease extension: after that it has fenced itself. The
+   * proxy counts from before it asked for the extension, the hub from its own clock after giving it, so a grant
+   * at `revokedAt + leaseMs + marginMs` comes after the revoked proxy's fence as long as the two clocks' rates
+   * differ by less than the margins over one lease (docs/control-plane.md, "Leases").
+   */
   leaseMs: number;
+  /** Added to the lease before a grant without acknowledgement. */
+  marginMs: number;
+  /**
+   * When this hub became leader: a previous leader may have extended leases until it stepped down, on a clock
+   * this one does not read, so lease expiry is counted from no earlier than this.
+   */
+  leaderSince: number;
   historyLimit: number;
 }
 
 export interface HandoverStepOutput {
   state: HandoverState;
-  /** Shards whose granted units changed: each must get exactly one new route table, at version + 1. */
+  /** Shards whose granted units changed: each must get exactly one new route table, at `nextTableVersion(version, now)`. */
   changedShards: string[];
   /** When a pending handover's lease expires next (re-run the step then), or undefined. */
   nextDeadline?: number;
@@ -56,6 +69,7 @@ export function handoverStep(input: HandoverStepInput): HandoverStepOutput {
   const desiredOwner = new Map<UnitKey, string>();
   for (const [shard, units] of Object.entries(desired)) for (const unit of units) desiredOwner.set(unit, shard);
 
+  const grantableAt = (record: HandoverRecord): number => Math.max(record.revokedAt, input.leaderSince) + input.leaseMs + input.marginMs;
   const changed = new Set<string>();
   const newShards = Object.keys(desired).filter((s) => !(s in input.state.effective));
   for (const shard of newShards) changed.add(shard);
@@ -77,7 +91,7 @@ export function handoverStep(input: HandoverStepInput): HandoverStepOutput {
         ? 'back-to-owner'
         : record.acknowledgedAt !== undefined
           ? 'ack'
-          : now >= record.revokedAt + input.leaseMs
+          : now >= grantableAt(record)
             ? 'lease-expiry'
             : undefined;
     if (grantedBy === undefined) {
@@ -93,7 +107,7 @@ export function handoverStep(input: HandoverStepInput): HandoverStepOutput {
     owned.get(from)?.delete(unit);
     ownerOf.delete(unit);
     changed.add(from);
-    pending.push({ unit, from, to, revokedAt: now, revokeVersion: (input.versions[from] ?? 0) + 1 });
+    pending.push({ unit, from, to, revokedAt: now, revokeVersion: nextTableVersion(input.versions[from], now) });
   };
   for (const [unit, shard] of desiredOwner) {
     if (inFlight.has(unit)) continue;
@@ -112,7 +126,7 @@ export function handoverStep(input: HandoverStepInput): HandoverStepOutput {
     if (units.size === 0 && !(shard in desired) && !changed.has(shard)) continue;
     effective[shard] = [...units].sort(compareUnits);
   }
-  const deadlines = pending.map((p) => p.revokedAt + input.leaseMs);
+  const deadlines = pending.map(grantableAt);
   return {
     state: { effective, pending, history: history.slice(-input.historyLimit) },
     changedShards: [...changed].sort(),

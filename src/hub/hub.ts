@@ -8,15 +8,16 @@ import {
   Messages,
   Subjects,
   connectNats,
-  createBuckets,
+  createKeptBuckets,
   encodeMessage,
   respondMessage,
   routeSigner,
+  serveRenewals,
   subscribeAcks,
   subscribeMessages,
   watchKv,
   type ClusterReport,
-  type ControlBuckets,
+  type KeptBuckets,
   type NatsLink,
   type RegisterRequest,
   type RouteSigner,
@@ -58,7 +59,7 @@ export async function startHub(options: HubOptions, deps: HubDependencies): Prom
   const metrics = createHubMetrics(registry);
   const signer = routeSigner(options.signingSeed);
   const link = await connectNats({ config: options.nats, name: `ctrlmesh-hub-${options.identity}`, logger });
-  const buckets = await createBuckets({ js: link.js, replicas: options.replicas, leaseTtlMs: options.leaseTtlMs });
+  const buckets = await createKeptBuckets({ js: link.js, replicas: options.replicas, leaseTtlMs: options.leaseTtlMs, logger });
   const fleet = new Fleet(logger, [signer.publicKey]);
   const core = new HubCore({ options, deps: { ...deps, logger }, link, buckets, fleet, metrics, now, signer });
   const server = Fastify({ logger: false });
@@ -84,7 +85,7 @@ interface HubCoreOptions {
   options: HubOptions;
   deps: HubDependencies;
   link: NatsLink;
-  buckets: ControlBuckets;
+  buckets: KeptBuckets;
   fleet: Fleet;
   metrics: HubMetrics;
   now: () => number;
@@ -102,6 +103,10 @@ class HubCore {
   private deadline: NodeJS.Timeout | undefined;
   private healthTicker: NodeJS.Timeout | undefined;
   private lastHealth = new Map<string, ClusterHealth>();
+  /** When this instance last became leader (its clock). */
+  private leaderSince = 0;
+  /** A plan is being published: revocations are decided (at its start) but their tables not yet recorded. */
+  private planning = false;
 
   constructor(private readonly c: HubCoreOptions) {
     this.planner = new DebouncedRunner({ delayMs: c.options.debounceMs, task: () => this.plan() });
@@ -182,6 +187,7 @@ class HubCore {
       logger: this.logger,
       now: this.c.now,
       onChange: (leader) => this.onLeadership(leader),
+      restoreBuckets: () => this.c.buckets.ensure(),
     });
   }
 
@@ -252,8 +258,16 @@ class HubCore {
     for (const s of this.leaderSubscriptions) s.unsubscribe();
     this.leaderSubscriptions = [];
     if (!leader) return;
+    this.leaderSince = this.c.now();
     const { link } = this.c;
     this.leaderSubscriptions.push(
+      serveRenewals({
+        link,
+        signer: this.c.signer,
+        logger: this.logger,
+        published: (operator, shard) => this.c.fleet.routes.get(operator)?.get(shard)?.table.version ?? 0,
+        extendable: () => !this.planning,
+      }),
       subscribeMessages({
         link,
         subject: Subjects.register,
@@ -328,6 +342,7 @@ class HubCore {
   private async plan(): Promise<void> {
     if (!this.isLeader() || Object.values(this.loaded).includes(false)) return;
     const started = performance.now();
+    this.planning = true;
     try {
       const plan = desiredPlan({
         clusters: new Map([...this.c.fleet.clusters].map(([name, r]) => [name, { labels: r.cluster.labels }])),
@@ -342,9 +357,12 @@ class HubCore {
           signer: this.c.signer,
           state: this.c.buckets.state,
           leaseSeconds: this.c.options.proxyLeaseSeconds,
+          grantMarginMs: this.c.options.grantMarginMs,
+          leaderSince: this.leaderSince,
           historyLimit: this.c.options.handoverHistory,
           logger: this.logger,
           metrics: this.c.metrics,
+          buckets: this.c.buckets,
         },
         plan,
         this.c.now(),
@@ -362,6 +380,7 @@ class HubCore {
     } catch (err) {
       this.logger.error({ err }, 'planning failed; retrying on the next change');
     } finally {
+      this.planning = false;
       this.c.metrics.reconcileSeconds.observe((performance.now() - started) / 1000);
     }
   }

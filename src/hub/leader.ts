@@ -1,6 +1,6 @@
 import type { KV } from '@nats-io/kv';
 import type { Logger } from 'pino';
-import { Keys } from '../transport/index.js';
+import { Keys, isWrongRevision } from '../transport/index.js';
 
 export interface LeaderElectionOptions {
   /** The ctrlmesh-hub bucket, whose max age is the lease TTL. */
@@ -13,6 +13,11 @@ export interface LeaderElectionOptions {
   logger: Logger;
   onChange: (leader: boolean) => void;
   now?: () => number;
+  /**
+   * Called when a lease write fails for another reason than a refusal: re-creates the buckets if they were
+   * deleted (KeptBuckets.ensure), so that a deleted `ctrlmesh-hub` bucket does not leave the fleet leaderless.
+   */
+  restoreBuckets?: () => Promise<unknown>;
 }
 
 export interface LeaderElection {
@@ -48,10 +53,12 @@ export function electLeader(options: LeaderElectionOptions): LeaderElection {
       lastRenewed = now();
       setLeader(true);
     } catch (err) {
+      const refused = isWrongRevision(err);
+      // Not awaited: with NATS unreachable the check waits for its own timeout, which must not delay stepping down.
+      if (!refused) options.restoreBuckets?.().catch((restoreErr: unknown) => logger.debug({ err: restoreErr }, 'could not check the buckets'));
       if (leader) {
         // Renewal refused (someone else holds the lease) or failed (NATS down): keep leading only while our
         // lease cannot have expired yet; a refusal means it already has.
-        const refused = /wrong last sequence/i.test((err as Error).message);
         if (refused || now() - lastRenewed >= options.ttlMs) {
           logger.warn({ err }, 'lost the hub lease');
           revision = 0;

@@ -15,16 +15,21 @@ export interface HubOptions {
   agentIssuer?: { seed: string; account: string };
   /** Unique per hub process; shows in the lease and the status API. */
   identity: string;
-  /** KV stream replicas: 1 on a single NATS server, 3 on a NATS cluster. */
-  replicas: number;
+  /**
+   * KV stream replicas of the buckets the hub creates: 1 on a single NATS server, 3 on a NATS cluster; `auto`
+   * (default) takes the most the cluster can place, up to 3. Existing buckets keep theirs.
+   */
+  replicas: number | 'auto';
   /** Hub leader lease TTL and renew period. */
   leaseTtlMs: number;
   leaseRenewMs: number;
   health: HealthThresholds;
   /** Changes arriving within this window are planned together. */
   debounceMs: number;
-  /** A shard's proxy fences itself after this long without NATS; a handover waits at most this long for an ack. */
+  /** A shard's proxy fences itself this long after its last lease extension; a handover waits this long for an ack. */
   proxyLeaseSeconds: number;
+  /** Added to the proxy lease before a revoked unit is granted without acknowledgement (clock-rate safety). */
+  grantMarginMs: number;
   /** Completed handovers kept per operator in the status API. */
   handoverHistory: number;
   /** HTTP listen address of /healthz, /readyz, /metrics and /status; port 0 picks a free one. */
@@ -32,12 +37,13 @@ export interface HubOptions {
 }
 
 export const HUB_DEFAULTS = {
-  replicas: 1,
+  replicas: 'auto',
   leaseTtlMs: 6_000,
   leaseRenewMs: 2_000,
   health: { unknownAfterMs: 15_000, offlineAfterMs: 45_000 },
   debounceMs: 200,
   proxyLeaseSeconds: 15,
+  grantMarginMs: 2_000,
   handoverHistory: 50,
   listen: { host: '127.0.0.1', port: 9464 },
 } as const satisfies Partial<HubOptions>;

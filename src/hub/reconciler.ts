@@ -2,6 +2,7 @@ import type { KV } from '@nats-io/kv';
 import type { Logger } from 'pino';
 import type { HubMetrics } from '../metrics/index.js';
 import {
+  Buckets,
   Keys,
   MESSAGE_SCHEMA_VERSION,
   Messages,
@@ -10,10 +11,13 @@ import {
   type RouteSigner,
   type ClusterIdentity,
   type HandoverStateRecord,
+  type KeptBuckets,
   type RouteTable,
 } from '../transport/index.js';
-import type { Fleet } from './fleet.js';
+import type { CorruptEntry, Fleet, PublishedRoute } from './fleet.js';
 import { EMPTY_HANDOVER_STATE, handoverStep, type Ownership } from './handover.js';
+import { handoverStateFromTables } from './handover-recovery.js';
+import { nextTableVersion } from './table-version.js';
 import type { FleetPlan, OperatorPlan } from './plan.js';
 import { buildRouteTable, sameRoutes } from './route-builder.js';
 
@@ -24,10 +28,22 @@ export interface ReconcileContext {
   signer: RouteSigner;
   state: KV;
   leaseSeconds: number;
+  /** Added to the lease before a revoked unit is granted without acknowledgement. */
+  grantMarginMs: number;
+  /** When this hub became leader (lease expiry is counted from no earlier). */
+  leaderSince: number;
   historyLimit: number;
   logger: Logger;
   metrics: HubMetrics;
+  /**
+   * The control buckets, to bring back those deleted under the running hub: each pass checks them first, and a
+   * pass runs at least every BUCKET_CHECK_MS. Without it, a deleted bucket stays deleted.
+   */
+  buckets?: Pick<KeptBuckets, 'restore' | 'clusters'>;
 }
+
+/** The longest a leader goes without a pass when buckets are kept: how soon a deleted bucket comes back. */
+export const BUCKET_CHECK_MS = 5_000;
 
 export interface ReconcileResult {
   published: RouteTable[];
@@ -37,11 +53,16 @@ export interface ReconcileResult {
 
 /**
  * One leader pass: for each operator, move the granted units toward the plan (see handover.ts) and publish every
- * shard's route table whose content changed, each at its previous version + 1 with compare-and-set.
+ * shard's route table whose content changed, each at `nextTableVersion` (above the previous one and at least the
+ * clock in ms, so versions never go backwards) with compare-and-set.
  */
 export async function reconcile(ctx: ReconcileContext, plan: FleetPlan, now: number): Promise<ReconcileResult> {
   const published: RouteTable[] = [];
   const deadlines: number[] = [];
+  if (ctx.buckets) {
+    await restoreBuckets(ctx, ctx.buckets);
+    deadlines.push(now + BUCKET_CHECK_MS);
+  }
   const planned = new Map(plan.operators.map((p) => [p.operator, p]));
   const frozen = new Set(plan.frozen);
   // Operators that were published before and are no longer planned lose all their units.
@@ -80,17 +101,26 @@ function withdrawnPlan(ctx: ReconcileContext, operator: string): OperatorPlan {
 async function reconcileOperator(ctx: ReconcileContext, plan: OperatorPlan, now: number): Promise<ReconcileResult> {
   const { fleet } = ctx;
   const previous = fleet.handovers.get(plan.operator);
-  const routes = fleet.routes.get(plan.operator) ?? new Map();
+  const corrupt = fleet.corruptHandovers.get(plan.operator);
+  if (corrupt) await quarantine(ctx, corrupt);
+  const routes = fleet.routes.get(plan.operator) ?? new Map<string, PublishedRoute>();
   const desired: Ownership = Object.fromEntries(plan.shards.map((s) => [s.name, s.units]));
-  const versions = Object.fromEntries([...routes].map(([shard, r]) => [shard, r.table.version]));
-  const acks = Object.fromEntries(fleet.acks.get(plan.operator) ?? []);
+  const versions: Record<string, number> = Object.fromEntries([...routes].map(([shard, r]) => [shard, r.table.version]));
+  // Judged against the table they acknowledge: an ack above the published version proves nothing (stored acks
+  // are read back before the tables, so Fleet.recordAck cannot always tell).
+  const acks = Object.fromEntries([...(fleet.acks.get(plan.operator) ?? [])].filter(([shard, v]) => v <= (versions[shard] ?? -1)));
+  // No record (malformed, deleted, or its bucket lost) while tables are published: start from what they grant.
+  const recovered = previous === undefined && routes.size > 0;
+  if (recovered) ctx.logger.warn({ operator: plan.operator }, 'no valid handover record: rebuilding it from the published route tables');
   const step = handoverStep({
-    state: previous?.record ?? EMPTY_HANDOVER_STATE,
+    state: previous?.record ?? (recovered ? handoverStateFromTables({ tables: [...routes.values()].map((r) => r.table), acks, desired, now }) : EMPTY_HANDOVER_STATE),
     desired,
     versions,
     acks,
     now,
     leaseMs: ctx.leaseSeconds * 1000,
+    marginMs: ctx.grantMarginMs,
+    leaderSince: ctx.leaderSince,
     historyLimit: ctx.historyLimit,
   });
 
@@ -107,12 +137,13 @@ async function reconcileOperator(ctx: ReconcileContext, plan: OperatorPlan, now:
       shardName: shard,
       units: step.state.effective[shard] ?? [],
       clusters: identities,
-      version: (prev?.table.version ?? 0) + 1,
+      version: nextTableVersion(prev?.table.version, now),
       now: new Date(now),
       leaseSeconds: ctx.leaseSeconds,
       ...(prev ? { previousHome: prev.table.homeCluster } : {}),
     });
-    if (prev && !step.changedShards.includes(shard) && sameRoutes(prev.table, table)) continue;
+    // Revision 0: its bucket was created again, so the table is written again even though nothing changed.
+    if (prev && prev.revision > 0 && !step.changedShards.includes(shard) && sameRoutes(prev.table, table)) continue;
     const revision = await publishRouteTable(ctx.routes, ctx.signer, table, prev?.revision ?? 0);
     fleet.recordRoute(table, revision);
     ctx.metrics.routeTablesPublished.inc({ operator: plan.operator });
@@ -120,17 +151,56 @@ async function reconcileOperator(ctx: ReconcileContext, plan: OperatorPlan, now:
   }
 
   const record: HandoverStateRecord = { schema: MESSAGE_SCHEMA_VERSION, operator: plan.operator, ...step.state };
-  if (JSON.stringify(record) !== JSON.stringify(previous?.record)) {
+  if (!previous || previous.revision === 0 || JSON.stringify(record) !== JSON.stringify(previous.record)) {
     const data = encodeMessage(Messages.handoverState, record);
     const key = Keys.handover(plan.operator);
-    const revision = previous ? await ctx.state.update(key, data, previous.revision) : await ctx.state.create(key, data);
+    // Over a malformed value at its revision; created when there is none (or its bucket was created again).
+    const at = previous?.revision || corrupt?.revision || 0;
+    const revision = at > 0 ? await ctx.state.update(key, data, at) : await ctx.state.create(key, data);
     const fresh = newlyDone(previous?.record, record);
     for (const done of fresh === 0 ? [] : record.history.slice(-fresh)) {
       if (done.grantedBy) ctx.metrics.handovers.inc({ granted_by: done.grantedBy });
     }
     fleet.handovers.set(plan.operator, { record, revision });
+    fleet.corruptHandovers.delete(plan.operator);
   }
   return { published, ...(step.nextDeadline !== undefined ? { nextDeadline: step.nextDeadline } : {}) };
+}
+
+/** Copies a malformed value aside (same bucket, its key and revision in the name) before it is replaced. */
+async function quarantine(ctx: ReconcileContext, entry: CorruptEntry): Promise<void> {
+  const key = Keys.quarantine(entry.key, entry.revision);
+  await ctx.state.put(key, entry.value);
+  ctx.logger.warn({ key: entry.key, revision: entry.revision, quarantine: key }, 'copied a malformed record aside; replacing it');
+}
+
+/**
+ * Re-creates deleted buckets and, for every bucket created again (by this hub or another process), forgets the
+ * revisions known in it and writes back what only the leader's memory still holds (registry and reports); the
+ * route tables and handover records are written again by the pass itself. NATS unreachable: nothing to do.
+ */
+async function restoreBuckets(ctx: ReconcileContext, buckets: NonNullable<ReconcileContext['buckets']>): Promise<void> {
+  let fresh: string[];
+  try {
+    fresh = await buckets.restore();
+  } catch (err) {
+    ctx.logger.warn({ err }, 'could not check the KV buckets; trying again on the next pass');
+    return;
+  }
+  for (const bucket of fresh) {
+    ctx.logger.warn({ bucket }, 'KV bucket created again: writing back what it held');
+    if (bucket === Buckets.routes || bucket === Buckets.state) ctx.fleet.forgetRevisions(bucket);
+  }
+  try {
+    if (fresh.includes(Buckets.clusters)) {
+      for (const [name, record] of ctx.fleet.clusters) await buckets.clusters.put(Keys.cluster(name), encodeMessage(Messages.clusterRecord, record));
+    }
+    if (fresh.includes(Buckets.state)) {
+      for (const [cluster, report] of ctx.fleet.reports) await ctx.state.put(Keys.report(cluster), encodeMessage(Messages.clusterReport, report));
+    }
+  } catch (err) {
+    ctx.logger.warn({ err }, 'could not write back the registry or the reports into a bucket created again');
+  }
 }
 
 /** How many history entries are new in `next` compared with `prev`. */

@@ -38,7 +38,7 @@ export { createKubeconfigWriter, type KubeconfigWriterOptions } from './kubeconf
 export { parseRouteTable, readRouteTable } from './route-table-file.js';
 export { ClusterShardView } from './shard-view.js';
 export { statusBody, type KubeStatus } from './status.js';
-export { TableStore, type StoredTable } from './table-store.js';
+export { TableStore, parseStoredTable, type StoredTable } from './table-store.js';
 export { loadCredentials } from './credentials.js';
 export { type ClusterCredentials, type UpstreamOptions } from './upstream.js';
 export { EXPIRED_EVENT, WatchEventFilter, type EventAdmission } from './watch-filter.js';

@@ -29,6 +29,8 @@ export interface ProxyConfig {
   breaker: BreakerOptions;
   /** Body limit for what the proxy reads, and whether `Impersonate-*` headers pass. */
   requests: RequestPolicy;
+  /** The proxy fences itself `marginMs` before its lease ends (the hub waits its own margin past it). */
+  lease: { marginMs: number };
 }
 
 export interface ProxyDeps {
@@ -64,7 +66,16 @@ export async function startProxy(deps: ProxyDeps): Promise<RunningProxy> {
   const { config, logger, registry } = deps;
   const metrics = createProxyMetrics(registry);
   const links = new ClusterLinks({ credentials: deps.credentials, upstream: config.upstream, breaker: config.breaker, metrics, logger });
-  const controller = new RouteController({ source: deps.source, store: deps.store, links, metrics, logger, now: deps.now, onInstalled: deps.onTableInstalled });
+  const controller = new RouteController({
+    source: deps.source,
+    store: deps.store,
+    links,
+    metrics,
+    logger,
+    now: deps.now,
+    leaseMarginMs: deps.config.lease.marginMs,
+    onInstalled: deps.onTableInstalled,
+  });
   await controller.start();
 
   // A log line per request would cost more than the proxying; requests are counted in the metrics instead.

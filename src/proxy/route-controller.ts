@@ -20,6 +20,8 @@ export interface RouteControllerOptions {
   now: () => number;
   /** How often the lease is checked. */
   tickMs?: number;
+  /** The proxy fences itself this long before its lease ends (clock-rate safety; the hub adds its own margin). */
+  leaseMarginMs?: number;
   /** Told of every table installed (stored, live, fenced or not), e.g. to keep the operator's kubeconfig. */
   onInstalled?: (table: RouteTable) => void;
 }
@@ -35,9 +37,9 @@ export class RouteController {
   /** Writes forwarded and not answered yet (the API handler registers them). */
   readonly writes = new InflightWrites();
   private state: RouteState | undefined;
-  private connected = false;
-  private contactAt = 0;
-  private savedContactAt = 0;
+  /** This proxy's clock before it asked for the last lease extension it got (0: none yet). */
+  private extendedAt = 0;
+  private savedExtendedAt = 0;
   private timer: NodeJS.Timeout | undefined;
   private readonly options: RouteControllerOptions;
 
@@ -53,19 +55,23 @@ export class RouteController {
   async start(): Promise<void> {
     const { source, store, logger } = this.options;
     const loaded = await store.load();
-    const refusal = loaded && tableRefusal(loaded.table, undefined);
+    const refusal = loaded && tableRefusal(loaded.table, this.options.now());
     if (refusal) logger.error({ path: store.path, reason: refusal }, 'the stored route table is refused; waiting for the live source');
     const stored = refusal ? undefined : loaded;
     if (stored) {
-      this.contactAt = stored.contactAt;
-      this.savedContactAt = stored.contactAt;
+      this.extendedAt = stored.contactAt;
+      this.savedExtendedAt = stored.contactAt;
       this.install(stored.table, 'stored');
       logger.info({ version: stored.table.version, path: store.path }, 'serving the stored route table until the live source answers');
     }
     this.timer = setInterval(() => this.tick(), this.options.tickMs ?? 1000);
     this.timer.unref();
     try {
-      await source.start({ onTable: (table) => this.onTable(table), onContact: (connected) => this.onContact(connected) });
+      await source.start({
+        onTable: (table) => this.onTable(table),
+        onContact: (connected) => this.onContact(connected),
+        onRenewal: (askedAt) => this.onRenewal(askedAt),
+      });
     } catch (err) {
       if (!stored) throw err;
       logger.error({ err, source: source.description }, 'route source unavailable; serving the stored table');
@@ -82,10 +88,10 @@ export class RouteController {
   readiness(): { ready: boolean; reasons: string[] } {
     if (this.state === undefined) return { ready: false, reasons: [`no route table yet from ${this.options.source.description}`] };
     if (this.state.fenced) {
-      const seconds = Math.round((this.options.now() - this.contactAt) / 1000);
+      const since = this.extendedAt === 0 ? 'no lease extension yet' : `no lease extension for ${Math.round((this.options.now() - this.extendedAt) / 1000)}s`;
       return {
         ready: false,
-        reasons: [`fenced: no contact with ${this.options.source.description} for ${seconds}s (lease ${this.state.table.leaseSeconds}s); serving no buckets`],
+        reasons: [`fenced: ${since} from ${this.options.source.description} (lease ${this.state.table.leaseSeconds}s); serving no buckets`],
       };
     }
     return { ready: true, reasons: [] };
@@ -98,44 +104,53 @@ export class RouteController {
       return;
     }
     if (current && table.version <= current.version) return;
-    const refusal = tableRefusal(table, current);
+    const refusal = tableRefusal(table, this.options.now());
     if (refusal) {
       this.options.logger.error({ version: table.version, reason: refusal }, 'route table refused; keeping the current one');
       return;
     }
-    this.contactAt = this.options.now();
     this.install(table, 'live');
     // Taken now: the writes admitted from here on were judged by this table.
     void this.persistAndAcknowledge(table, this.writes.drained());
   }
 
   private onContact(connected: boolean): void {
-    this.connected = connected;
     this.options.metrics.natsConnected.set(connected ? 1 : 0);
-    if (connected) this.contactAt = this.options.now();
     this.options.logger[connected ? 'info' : 'warn']({ source: this.options.source.description }, connected ? 'route source in contact' : 'route source lost');
+  }
+
+  private onRenewal(askedAt: number): void {
+    if (askedAt <= this.extendedAt) return;
+    this.extendedAt = askedAt;
     this.tick();
+  }
+
+  /** Whether the lease has run out: never for a source without one. */
+  private leaseOver(table: RouteTable): boolean {
+    return (
+      this.options.source.leased &&
+      leaseExpired({ extendedAt: this.extendedAt, leaseSeconds: table.leaseSeconds, marginMs: this.options.leaseMarginMs ?? 0, now: this.options.now() })
+    );
   }
 
   private tick(): void {
     const state = this.state;
     if (state === undefined) return;
     const now = this.options.now();
-    if (this.connected) this.contactAt = now;
-    const fenced = this.options.source.leased && !this.connected && leaseExpired({ contactAt: this.contactAt, leaseSeconds: state.table.leaseSeconds, now });
+    const fenced = this.leaseOver(state.table);
     if (fenced !== state.fenced) {
       this.options.logger[fenced ? 'error' : 'info'](
         { source: this.options.source.description, leaseSeconds: state.table.leaseSeconds },
-        fenced ? 'lease expired without contact: fencing, serving no buckets until contact returns' : 'contact regained: serving the route table again',
+        fenced ? 'lease over: fencing, serving no buckets until the hub extends it' : 'lease extended for the current table: serving it again',
       );
       this.install(state.table, fenced ? 'fenced' : 'unfenced', fenced);
     }
-    if (this.connected && now - this.savedContactAt > (state.table.leaseSeconds * 1000) / 2) {
+    if (this.extendedAt > this.savedExtendedAt && now - this.savedExtendedAt > (state.table.leaseSeconds * 1000) / 2) {
       this.save(state.table).catch((err: unknown) => this.options.logger.error({ err, path: this.options.store.path }, 'cannot store the route table'));
     }
   }
 
-  private install(table: RouteTable, why: string, fenced = false): void {
+  private install(table: RouteTable, why: string, fenced = this.leaseOver(table)): void {
     const { links, metrics, logger, now } = this.options;
     const state = new RouteState({ table, fenced, link: (route) => links.link(route) });
     this.state = state;
@@ -163,8 +178,8 @@ export class RouteController {
   }
 
   private async save(table: RouteTable): Promise<void> {
-    const contactAt = this.contactAt;
+    const contactAt = this.extendedAt;
     await this.options.store.save({ table, contactAt });
-    this.savedContactAt = contactAt;
+    this.savedExtendedAt = contactAt;
   }
 }

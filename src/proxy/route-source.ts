@@ -1,10 +1,15 @@
 import type { RouteTable } from '../transport/index.js';
 
-/** What a route source reports: each table it learns of, and whether it is in contact with the hub's side. */
+/** What a route source reports: each table it learns of, its connection, and the hub's lease extensions. */
 export interface RouteSourceHandlers {
   onTable(table: RouteTable): void;
-  /** `connected` false = the source lost contact (the lease clock runs); true = contact (re)gained. */
+  /** The transport's connection state: shown in metrics and logs, never used for the lease. */
   onContact(connected: boolean): void;
+  /**
+   * The hub extended the lease of this shard, for an acknowledged table as new as the hub's: `askedAt` is this
+   * proxy's clock before it asked, so the lease it counts from there ends before the one the hub counts.
+   */
+  onRenewal(askedAt: number): void;
 }
 
 /**
@@ -15,8 +20,8 @@ export interface RouteSource {
   /** Human-readable origin for logs and /readyz (a file path, a KV key). */
   readonly description: string;
   /**
-   * True when the source holds a lease on the hub's side: losing contact for longer than the table's
-   * leaseSeconds then fences the proxy. A static file has no lease and never fences.
+   * True when the source holds a lease on the hub's side: the proxy serves only until its last extension plus the
+   * table's leaseSeconds (minus a margin), then fences itself. A static file has no lease and never fences.
    */
   readonly leased: boolean;
   start(handlers: RouteSourceHandlers): Promise<void>;

@@ -1,17 +1,20 @@
 import type { RouteTable } from '../transport/index.js';
 
 /**
- * How far past the applied version a table may jump. The hub counts versions one by one, so a proxy that missed
- * changes while disconnected sees a small step; a huge one (up to 2^53-1) would make every later genuine table
- * look old and pin the proxy to this one.
+ * How far past the proxy's own clock a table's version may be. The hub issues versions from its clock in
+ * milliseconds (docs/control-plane.md, "Planning and route tables"), so a genuine table is never much ahead of
+ * the proxy's clock; one far ahead (up to 2^53-1) would make every later genuine table look old and pin the
+ * proxy to it.
  */
-export const MAX_VERSION_STEP = 1_000_000;
+export const MAX_VERSION_AHEAD_MS = 24 * 60 * 60 * 1000;
 
 /**
  * Why a table must not be applied, whatever its source (signed NATS table, file, stored copy): a cluster reached
- * over plain http or without a CA would get the proxy's credentials in clear or unverified.
+ * over plain http or without a CA would get the proxy's credentials in clear or unverified, and a version from
+ * the future (above `now` + one day, `now` the proxy's clock in ms) would pin the proxy. `_applied` (the table
+ * applied now) no longer matters to the judgement; it is kept so that callers need not change at once.
  */
-export function tableRefusal(table: RouteTable, applied: RouteTable | undefined): string | undefined {
+export function tableRefusal(table: RouteTable, now: number): string | undefined {
   for (const cluster of table.clusters) {
     let url: URL;
     try {
@@ -22,8 +25,8 @@ export function tableRefusal(table: RouteTable, applied: RouteTable | undefined)
     if (url.protocol !== 'https:') return `cluster ${cluster.name}: server ${cluster.server} is not https (credentials would travel in clear)`;
     if (!cluster.caPem.includes('-----BEGIN CERTIFICATE-----')) return `cluster ${cluster.name}: no CA certificate to verify ${cluster.server} with`;
   }
-  if (applied && table.version > applied.version + MAX_VERSION_STEP) {
-    return `version ${table.version} jumps more than ${MAX_VERSION_STEP} past the applied ${applied.version}`;
+  if (table.version > now + MAX_VERSION_AHEAD_MS) {
+    return `version ${table.version} is more than a day ahead of this proxy's clock (${Math.floor(now)} ms): it would pin the proxy`;
   }
   return undefined;
 }

@@ -1,5 +1,5 @@
 import { Kvm, type KV } from '@nats-io/kv';
-import type { JetStreamClient } from '@nats-io/jetstream';
+import { JetStreamApiError, type JetStreamClient } from '@nats-io/jetstream';
 import { CtrlmeshError, ErrorCodes } from '../errors.js';
 import { Buckets, type BucketName } from './names.js';
 
@@ -8,12 +8,21 @@ export interface ControlBuckets {
   state: KV;
   routes: KV;
   hub: KV;
+  /** The fewest stream replicas among the four buckets, as they are (whoever created them). */
+  replicas: number;
 }
+
+/** A bucket count, or `auto`: the most the NATS cluster can place now, up to 3. */
+export type BucketReplicas = number | 'auto';
 
 export interface CreateBucketsOptions {
   js: JetStreamClient;
-  /** 1 on a single NATS server, 3 on a NATS cluster (stream replicas). */
-  replicas: number;
+  /**
+   * Stream replicas of buckets created now (existing buckets keep theirs): 1 on a single NATS server, 3 on a
+   * cluster. `auto` tries 3, then 2, then 1, taking the first JetStream can place: 3 on a cluster of three or
+   * more, 1 on a single server. A cluster with servers down when the buckets are first created gets fewer.
+   */
+  replicas: BucketReplicas;
   /**
    * TTL of the hub leader lease. It is the `ctrlmesh-hub` bucket's max age, fixed when the bucket is first
    * created: changing it later needs the bucket deleted (`nats kv del ctrlmesh-hub`).
@@ -21,28 +30,53 @@ export interface CreateBucketsOptions {
   leaseTtlMs: number;
 }
 
+/** The most replicas `auto` asks for: a majority survives one server lost. */
+const AUTO_MAX_REPLICAS = 3;
+
+/** nats-server's JetStream error codes meaning "not that many replicas here". */
+const JS_NOT_CLUSTERED = 10074; // replicas > 1 not supported in non-clustered mode
+const JS_NO_PLACEMENT = new Set([10005, 10023]); // no suitable peers for placement; insufficient resources
+
+/** After a create at `replicas` failed with `err`: the count to try next under `auto`, or undefined to give up. */
+function fewerReplicas(err: unknown, replicas: number): number | undefined {
+  if (!(err instanceof JetStreamApiError) || replicas <= 1) return undefined;
+  if (err.code === JS_NOT_CLUSTERED) return 1;
+  return JS_NO_PLACEMENT.has(err.code) ? replicas - 1 : undefined;
+}
+
 /** Creates the control-plane buckets (or opens them if they exist): idempotent, safe for every hub to call. */
 export async function createBuckets(options: CreateBucketsOptions): Promise<ControlBuckets> {
   const kvm = new Kvm(options.js);
+  // Under `auto`, the count the first created bucket settled on is where the next one starts.
+  let next = options.replicas === 'auto' ? AUTO_MAX_REPLICAS : options.replicas;
   const make = async (bucket: BucketName, extra: { history?: number; ttl?: number } = {}): Promise<KV> => {
-    try {
-      return await kvm.create(bucket, { replicas: options.replicas, history: extra.history ?? 1, ttl: extra.ttl ?? 0 });
-    } catch (err) {
-      throw new CtrlmeshError(
-        ErrorCodes.NATS,
-        `cannot create KV bucket ${bucket} with ${options.replicas} replica(s): ${(err as Error).message}` +
-          ' (is JetStream enabled, and are there that many servers?)',
-        { cause: err },
-      );
+    for (;;) {
+      const replicas = next;
+      try {
+        // An existing bucket is opened as it is: its replicas are not changed.
+        return await kvm.create(bucket, { replicas, history: extra.history ?? 1, ttl: extra.ttl ?? 0 });
+      } catch (err) {
+        const fewer = options.replicas === 'auto' ? fewerReplicas(err, replicas) : undefined;
+        if (fewer !== undefined) {
+          next = fewer;
+          continue;
+        }
+        throw new CtrlmeshError(
+          ErrorCodes.NATS,
+          `cannot create KV bucket ${bucket} with ${replicas} replica(s): ${(err as Error).message}` +
+            ' (is JetStream enabled, and are there that many servers?)',
+          { cause: err },
+        );
+      }
     }
   };
-  return {
-    clusters: await make(Buckets.clusters),
-    state: await make(Buckets.state),
-    // A few revisions of each route table are kept so an operator can see what changed.
-    routes: await make(Buckets.routes, { history: 5 }),
-    hub: await make(Buckets.hub, { ttl: options.leaseTtlMs }),
-  };
+  const clusters = await make(Buckets.clusters);
+  const state = await make(Buckets.state);
+  // A few revisions of each route table are kept so an operator can see what changed.
+  const routes = await make(Buckets.routes, { history: 5 });
+  const hub = await make(Buckets.hub, { ttl: options.leaseTtlMs });
+  const replicas = Math.min(...(await Promise.all([clusters, state, routes, hub].map(async (kv) => (await kv.status()).replicas))));
+  return { clusters, state, routes, hub, replicas };
 }
 
 /** Opens one existing bucket without creating it; fails if the hub has not created it yet. */

@@ -8,6 +8,8 @@ export {
 export { Buckets, Keys, Subjects, decodeToken, encodeToken, type BucketName } from './names.js';
 export {
   AckSchema,
+  RenewReplySchema,
+  RenewRequestSchema,
   ClusterIdentitySchema,
   ClusterRecordSchema,
   ClusterReportSchema,
@@ -18,6 +20,8 @@ export {
   RegisterReplySchema,
   RegisterRequestSchema,
   type Ack,
+  type RenewReply,
+  type RenewRequest,
   type ClusterIdentity,
   type ClusterRecord,
   type ClusterReport,
@@ -35,9 +39,10 @@ export {
 export { decodeMessage, encodeMessage, receiveMessage, type DecodeResult } from './codec.js';
 export { connectNats, type ConnectOptions, type ConnectionEvent, type ConnectionState, type NatsLink } from './connection.js';
 export { createBuckets, openBucket, type ControlBuckets, type CreateBucketsOptions } from './buckets.js';
+export { createKeptBuckets, isStreamNotFound, isWrongRevision, type KeptBuckets } from './bucket-keeper.js';
 export { watchKv, type Watch, type WatchKvOptions } from './kv-watch.js';
 export { publishMessage, requestMessage, respondMessage, subscribeMessages, type SubscribeOptions } from './pubsub.js';
-export { SignedRouteTableSchema, openRouteTable, routeSigner, type RouteSigner } from './route-signing.js';
+export { RouteTableKind, SignedEnvelopeSchema, openRenewal, openRouteTable, openSealed, routeSigner, type RouteSigner } from './route-signing.js';
 export {
   natsConfigWarnings,
   natsConnectionOptions,
@@ -52,6 +57,9 @@ export {
   publishRouteTable,
   readRouteTable,
   receiveRouteTable,
+  requestRenewal,
+  serveRenewals,
+  type RenewOptions,
   subscribeAcks,
   watchRouteTable,
   watchRouteTables,

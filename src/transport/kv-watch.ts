@@ -1,5 +1,6 @@
 import type { KV, KvEntry } from '@nats-io/kv';
 import type { Logger } from 'pino';
+import { isStreamNotFound } from './bucket-keeper.js';
 import type { NatsLink } from './connection.js';
 
 export interface WatchKvOptions {
@@ -9,17 +10,29 @@ export interface WatchKvOptions {
   /** Key or wildcard key. */
   key: string | string[];
   logger: Logger;
-  /** Called for every put and delete, in revision order, never twice for one revision. */
+  /**
+   * Called for every put and delete, in revision order, never twice for one revision of one stream. When the
+   * bucket is deleted and created again, revisions start over: the watch then reads it again from the start.
+   */
   onEntry: (entry: KvEntry) => void;
   /** Called each time the watch has delivered the current values (after start and after each resume). */
   onCurrent?: () => void;
   retryMs?: number;
+  /**
+   * A watch that delivered nothing for this long looks at its stream (one stream-info request): deleted or
+   * created again, it is opened again (JetStream's own watch would silently skip the new stream's first
+   * revisions, up to the last one seen). Default 5 s.
+   */
+  streamCheckMs?: number;
 }
 
 const EMPTY_WATCH_MS = 200;
+const STREAM_CHECK_MS = 5_000;
 
 export interface Watch {
   stop(): void;
+  /** Drops the current watch and opens it again from the last revision seen (a watch that stalled). */
+  restart(): void;
 }
 
 /**
@@ -30,6 +43,8 @@ export function watchKv(options: WatchKvOptions): Watch {
   const { logger } = options;
   const retryMs = options.retryMs ?? 1_000;
   let lastRevision = 0;
+  /** When the watched stream was created (server time), as seen at the last opening. */
+  let streamCreated: string | undefined;
   let stopped = false;
   let current: { stop(): void } | undefined;
   let wake: (() => void) | undefined;
@@ -51,6 +66,12 @@ export function watchKv(options: WatchKvOptions): Watch {
       const opened = generation;
       try {
         const kv = await options.open();
+        const created = (await kv.status()).streamInfo.created;
+        if (streamCreated !== undefined && created !== streamCreated) {
+          logger.warn({ key: options.key }, 'the KV bucket was created again; reading it from the start');
+          lastRevision = 0;
+        }
+        streamCreated = created;
         const iter = await kv.watch({
           key: options.key,
           ...(lastRevision > 0 ? { resumeFromRevision: lastRevision + 1 } : {}),
@@ -67,16 +88,37 @@ export function watchKv(options: WatchKvOptions): Watch {
         // An empty watch delivers nothing, so silence for a moment also means "current"; otherwise the entry
         // whose delta (messages left) is 0 is the last of the initial values.
         const quiet = setTimeout(announce, EMPTY_WATCH_MS);
-        for await (const entry of iter) {
-          clearTimeout(quiet);
-          if (entry.revision <= lastRevision) continue;
-          lastRevision = entry.revision;
-          try {
-            options.onEntry(entry);
-          } catch (err) {
-            logger.error({ err, key: entry.key }, 'a KV watch handler failed');
+        let delivered = false;
+        const streamCheck = setInterval(() => {
+          if (delivered) {
+            delivered = false;
+            return;
           }
-          if (!entry.delta) announce();
+          kv.status().then(
+            (status) => {
+              if (status.streamInfo.created !== created && opened === generation) restart();
+            },
+            (err: unknown) => {
+              if (isStreamNotFound(err) && opened === generation) restart();
+            },
+          );
+        }, options.streamCheckMs ?? STREAM_CHECK_MS);
+        streamCheck.unref();
+        try {
+          for await (const entry of iter) {
+            delivered = true;
+            clearTimeout(quiet);
+            if (entry.revision <= lastRevision) continue;
+            lastRevision = entry.revision;
+            try {
+              options.onEntry(entry);
+            } catch (err) {
+              logger.error({ err, key: entry.key }, 'a KV watch handler failed');
+            }
+            if (!entry.delta) announce();
+          }
+        } finally {
+          clearInterval(streamCheck);
         }
       } catch (err) {
         if (!stopped) logger.warn({ err, key: options.key }, 'KV watch failed; retrying');
@@ -96,5 +138,6 @@ export function watchKv(options: WatchKvOptions): Watch {
       unlisten();
       restart();
     },
+    restart,
   };
 }

@@ -134,6 +134,38 @@ export const AckSchema = Type.Object(
   { additionalProperties: false },
 );
 
+/**
+ * A proxy asks the hub leader to extend its shard's lease (`ctrlmesh.renew.<operator>.<shard>`). It starts its own
+ * lease clock before sending, so the lease it holds can only end before the one the hub counts.
+ */
+export const RenewRequestSchema = Type.Object(
+  {
+    schema: version,
+    operator: Type.String({ minLength: 1 }),
+    shard: Type.String({ minLength: 1 }),
+    /** The latest route-table version this proxy applied and acknowledged (its writes under older ones answered). */
+    acknowledged: Type.Integer({ minimum: 0 }),
+    /** Echoed in the reply: an old reply cannot be replayed as a new one. */
+    nonce: Type.String({ minLength: 8, maxLength: 64 }),
+  },
+  { additionalProperties: false },
+);
+
+/** The hub leader's answer, signed with its route-signing key. */
+export const RenewReplySchema = Type.Object(
+  {
+    schema: version,
+    operator: Type.String({ minLength: 1 }),
+    shard: Type.String({ minLength: 1 }),
+    nonce: Type.String({ minLength: 8, maxLength: 64 }),
+    /** The version the hub has published for the shard (0: none). */
+    version: Type.Integer({ minimum: 0 }),
+    /** Extended only when the proxy acknowledged that version: a proxy behind the hub is not renewed. */
+    extended: Type.Boolean(),
+  },
+  { additionalProperties: false },
+);
+
 const HandoverRecordSchema = Type.Object(
   {
     /** `<bucket>@<cluster>`. */
@@ -174,6 +206,8 @@ export type ReportedNamespace = Static<typeof ReportedNamespaceSchema>;
 export type ObjectCount = Static<typeof ObjectCountSchema>;
 export type ClusterReport = Static<typeof ClusterReportSchema>;
 export type Ack = Static<typeof AckSchema>;
+export type RenewRequest = Static<typeof RenewRequestSchema>;
+export type RenewReply = Static<typeof RenewReplySchema>;
 export type HandoverRecord = Static<typeof HandoverRecordSchema>;
 export type HandoverStateRecord = Static<typeof HandoverStateSchema>;
 
@@ -190,5 +224,7 @@ export const Messages = {
   heartbeat: { kind: 'Heartbeat', schema: HeartbeatSchema },
   clusterReport: { kind: 'ClusterReport', schema: ClusterReportSchema },
   ack: { kind: 'Ack', schema: AckSchema },
+  renewRequest: { kind: 'RenewRequest', schema: RenewRequestSchema },
+  renewReply: { kind: 'RenewReply', schema: RenewReplySchema },
   handoverState: { kind: 'HandoverState', schema: HandoverStateSchema },
 } as const;

@@ -39,6 +39,9 @@ export const Subjects = {
   /** A proxy acknowledges the route-table version it applied. */
   ack: (operator: string, shard: string): string => `${PREFIX}.ack.${encodeToken(operator)}.${encodeToken(shard)}`,
   ackAll: `${PREFIX}.ack.*.*`,
+  /** Request/reply: a proxy renews its shard's lease with the hub leader (RenewRequest -> signed RenewReply). */
+  renew: (operator: string, shard: string): string => `${PREFIX}.renew.${encodeToken(operator)}.${encodeToken(shard)}`,
+  renewAll: `${PREFIX}.renew.*.*`,
 } as const;
 
 /** Keys inside the buckets. */
@@ -52,6 +55,8 @@ export const Keys = {
   handoverAll: 'handover.*',
   ack: (operator: string, shard: string): string => `ack.${encodeToken(operator)}.${encodeToken(shard)}`,
   ackAll: 'ack.*.*',
+  /** A malformed value the hub leader copied aside before replacing it (state bucket): `quarantine.<key>.<revision>`. */
+  quarantine: (key: string, revision: number): string => `quarantine.${key}.${revision}`,
   leader: 'leader',
 } as const;
 

@@ -1,11 +1,15 @@
 import type { KV } from '@nats-io/kv';
 import type { Logger } from 'pino';
-import { openRouteTable, type RouteSigner } from './route-signing.js';
+import { randomBytes } from 'node:crypto';
+import type { Msg } from '@nats-io/transport-node';
+import { CtrlmeshError, ErrorCodes } from '../errors.js';
+import { RouteTableKind, openRenewal, openRouteTable, type RouteSigner } from './route-signing.js';
 import type { NatsLink } from './connection.js';
 import { openBucket } from './buckets.js';
 import { watchKv, type Watch } from './kv-watch.js';
-import { Messages, MESSAGE_SCHEMA_VERSION, type Ack } from './messages.js';
+import { Messages, MESSAGE_SCHEMA_VERSION, type Ack, type RenewReply } from './messages.js';
 import { Buckets, Keys, Subjects } from './names.js';
+import { encodeMessage } from './codec.js';
 import { publishMessage, subscribeMessages } from './pubsub.js';
 import type { RouteTable } from './route-table.js';
 
@@ -15,7 +19,7 @@ import type { RouteTable } from './route-table.js';
  */
 export async function publishRouteTable(routes: KV, signer: RouteSigner, table: RouteTable, expectedRevision?: number): Promise<number> {
   const key = Keys.route(table.operator, table.shard);
-  const data = signer.seal(table);
+  const data = signer.seal(RouteTableKind, table);
   if (expectedRevision === undefined) return routes.put(key, data);
   if (expectedRevision === 0) return routes.create(key, data);
   return routes.update(key, data, expectedRevision);
@@ -133,6 +137,84 @@ export function subscribeAcks(options: { link: NatsLink; logger: Logger; onAck: 
       // The subject names the shard too: a mismatch is a confused or malicious sender.
       if (msg.subject === Subjects.ack(ack.operator, ack.shard)) options.onAck(ack);
       else options.logger.warn({ subject: msg.subject, operator: ack.operator, shard: ack.shard }, 'dropped an ack whose shard does not match its subject');
+    },
+  });
+}
+
+export interface RenewOptions {
+  link: NatsLink;
+  operator: string;
+  shard: string;
+  /** The latest version applied and acknowledged. */
+  acknowledged: number;
+  trusted: readonly string[];
+  timeoutMs: number;
+  logger: Logger;
+}
+
+/**
+ * Asks the hub leader to extend the shard's lease. Resolves with the leader's verified answer (the nonce and the
+ * shard checked too); no leader, a timeout or an answer that does not verify is a CtrlmeshError (NATS).
+ */
+export async function requestRenewal(options: RenewOptions): Promise<RenewReply> {
+  const { operator, shard } = options;
+  const nonce = randomBytes(12).toString('base64url');
+  let msg: Msg;
+  try {
+    msg = await options.link.nc.request(
+      Subjects.renew(operator, shard),
+      encodeMessage(Messages.renewRequest, { schema: MESSAGE_SCHEMA_VERSION, operator, shard, acknowledged: options.acknowledged, nonce }),
+      { timeout: options.timeoutMs },
+    );
+  } catch (err) {
+    throw new CtrlmeshError(ErrorCodes.NATS, `no lease renewal for ${operator}/${shard}: ${(err as Error).message}`, { cause: err });
+  }
+  const reply = openRenewal(msg.data, options.trusted);
+  if (!reply.ok) throw new CtrlmeshError(ErrorCodes.NATS, `a lease renewal for ${operator}/${shard} was refused: ${reply.reason}`);
+  if (reply.value.nonce !== nonce || reply.value.operator !== operator || reply.value.shard !== shard) {
+    throw new CtrlmeshError(ErrorCodes.NATS, `a lease renewal for ${operator}/${shard} answered another request`);
+  }
+  return reply.value;
+}
+
+/**
+ * The hub leader's side of renewals: answers each proxy with the version published for its shard, signed, and
+ * extends only a proxy that acknowledged that version. Nothing is stored: a lease extension given before a
+ * revocation ends, at the latest, one lease after the revocation, which is when the hub grants the unit elsewhere.
+ */
+export function serveRenewals(options: {
+  link: NatsLink;
+  signer: RouteSigner;
+  logger: Logger;
+  /** The version published for a shard, 0 if none. */
+  published: (operator: string, shard: string) => number;
+  /**
+   * False while the hub is between deciding a revocation and recording the table that carries it: an extension
+   * then could outlive the revocation's time, so none is given (the proxy asks again a quarter lease later).
+   */
+  extendable: () => boolean;
+}): { unsubscribe(): void } {
+  return subscribeMessages({
+    link: options.link,
+    subject: Subjects.renewAll,
+    kind: Messages.renewRequest,
+    logger: options.logger,
+    handler: (request, msg) => {
+      // Only the shard's proxy may publish on its subject: the subject is the proof of who asks.
+      if (msg.subject !== Subjects.renew(request.operator, request.shard)) {
+        options.logger.warn({ subject: msg.subject, operator: request.operator, shard: request.shard }, 'dropped a renewal whose shard does not match its subject');
+        return;
+      }
+      const version = options.published(request.operator, request.shard);
+      const reply: RenewReply = {
+        schema: MESSAGE_SCHEMA_VERSION,
+        operator: request.operator,
+        shard: request.shard,
+        nonce: request.nonce,
+        version,
+        extended: version > 0 && request.acknowledged >= version && options.extendable(),
+      };
+      msg.respond(options.signer.seal(Messages.renewReply, reply));
     },
   });
 }

@@ -15,6 +15,7 @@ import {
   Keys,
   MESSAGE_SCHEMA_VERSION,
   Messages,
+  RouteTableKind,
   Subjects,
   encodeMessage,
   natsConnectionOptions,
@@ -262,10 +263,10 @@ describe('the control-plane bus tried as an attacker would (TLS + JWT auth, a re
       const stranger = routeSigner(new TextDecoder().decode(createNkey().getSeed()));
       const trusted = routeSigner(readFileSync(security(nats.nats).auth.routeSigningSeed, 'utf8'));
       // Written with the hub's own creds: the signature is what stops these, not the bus.
-      await routes.put(key, stranger.seal(hostile(table.version + 1)));
+      await routes.put(key, stranger.seal(RouteTableKind, hostile(table.version + 1)));
       await routes.put(key, encode(hostile(table.version + 2)));
-      await routes.put(key, trusted.seal(hostile(Number.MAX_SAFE_INTEGER)));
-      await routes.put(key, trusted.seal(hostile(table.version + 3, `http://127.0.0.1:${port}`)));
+      await routes.put(key, trusted.seal(RouteTableKind, hostile(Number.MAX_SAFE_INTEGER)));
+      await routes.put(key, trusted.seal(RouteTableKind, hostile(table.version + 3, `http://127.0.0.1:${port}`)));
       await pause(1_500);
       expect(applied()).toBe(table.version);
       expect(await stored()).toEqual(storedBefore);

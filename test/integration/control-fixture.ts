@@ -7,7 +7,7 @@ import { Kvm } from '@nats-io/kv';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { pino, type Logger } from 'pino';
 import { AGENT_DEFAULTS, startAgent, type AgentHandle, type AgentOptions } from '../../src/agent/index.js';
-import { natsClientConfig, startNats, type ClusterInfo, type NatsEndpoint, type NatsHandle, type NatsSecurity } from '../../src/dev/index.js';
+import { natsClientConfig, natsUrls, startNats, type ClusterInfo, type NatsEndpoint, type NatsHandle, type NatsSecurity } from '../../src/dev/index.js';
 import { HUB_DEFAULTS, startHub, type HubHandle, type HubOptions } from '../../src/hub/index.js';
 import { Buckets, Keys, natsConnectionOptions, openRouteTable, type NatsClientConfig, type RouteTable } from '../../src/transport/index.js';
 import { kubeConfigFor } from './helpers/testbed.js';
@@ -35,7 +35,7 @@ const seed = (path: string): string => readFileSync(path, 'utf8').trim();
 /** The hub's connection: TLS and the hub's creds. */
 export function hubNatsConfig(nats: NatsEndpoint): NatsClientConfig {
   const { auth, caFile } = security(nats);
-  return { servers: [nats.url], tls: { caFile }, credentials: { kind: 'creds', file: auth.hubCreds } };
+  return { servers: natsUrls(nats), tls: { caFile }, credentials: { kind: 'creds', file: auth.hubCreds } };
 }
 
 /** The public key proxies trust: the hub's route-signing key. */
@@ -97,7 +97,7 @@ export function agentOptions(options: AgentFixtureOptions): AgentOptions {
     cluster: registryName,
     clusterLabels: { testbed: bed.name },
     kc: kubeConfigFor(bed),
-    nats: { servers: [nats.url], tls: { caFile }, credentials: { kind: 'creds', file: auth.bootstrapCreds } },
+    nats: { servers: natsUrls(nats), tls: { caFile }, credentials: { kind: 'creds', file: auth.bootstrapCreds } },
     token: TOKEN,
     hash: { algorithm: 'kusionstack' },
     heartbeatMs: 500,
@@ -149,6 +149,24 @@ export function handWrittenConfig(namespace: string, name: string, buckets: stri
       limits: [{ relateResources: [{ apiGroups: [''], resources: ['configmaps'] }], selector: { matchExpressions: [{ key, operator: 'In', values: buckets }] } }],
     },
   };
+}
+
+/** An auto-sharding root `roll` of `size` shards over configmaps, in `namespace`: one operator, several shards. */
+export function rollRoot(namespace: string, size: number): KubernetesObject & { spec: unknown } {
+  return {
+    apiVersion: `${GROUP}/v1alpha1`,
+    kind: 'ShardingConfig',
+    metadata: { name: 'roll', namespace },
+    spec: {
+      root: { prefix: 'roll', targetStatefulSet: 'roll', auto: { shardingSize: size, everyShardReplicas: 1 }, resourceSelector: [{ apiGroups: [''], resources: ['configmaps'] }] },
+      selector: { matchLabels: { app: 'roll' } },
+    },
+  };
+}
+
+/** Each table's version by shard. */
+export function versions(tables: readonly RouteTable[]): Record<string, number> {
+  return Object.fromEntries(tables.map((t) => [t.shard, t.version]));
 }
 
 /** Creates or replaces a ShardingConfig; a 409 (the agent wrote its status meanwhile) reads it again and retries. */

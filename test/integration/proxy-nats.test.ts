@@ -11,6 +11,7 @@ import {
   createBuckets,
   publishRouteTable,
   routeSigner,
+  serveRenewals,
   subscribeAcks,
   type Ack,
   type NatsClientConfig,
@@ -31,6 +32,7 @@ describe('the proxy following its route table in NATS (a private NATS server, st
   let nats: NatsHandle;
   let hub: NatsLink;
   const acks: Ack[] = [];
+  const published = new Map<string, number>();
   let publish: (table: RouteTable) => Promise<number>;
   // Each shard's proxy connects with its own identity, minted before the test starts it.
   const identities = new Map<string, NatsClientConfig>();
@@ -62,8 +64,11 @@ describe('the proxy following its route table in NATS (a private NATS server, st
       await settles(async () => {
         revision = await publishRouteTable(routes, signer, table);
       }, 30_000);
+      published.set(table.shard, table.version);
       return revision;
     };
+    // The hub's side of the proxies' leases.
+    serveRenewals({ link: hub, signer, logger: silent, published: (_operator, shard) => published.get(shard) ?? 0, extendable: () => true });
     subscribeAcks({ link: hub, logger: silent, onAck: (ack) => acks.push(ack) });
     await admin.createNamespace({ body: { metadata: { name: ns } } });
     await admin.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: 'cm', labels: { [HASH_LABEL]: String(bucket(ns)) } } } });
@@ -97,7 +102,7 @@ describe('the proxy following its route table in NATS (a private NATS server, st
 
       await nats.stop();
       await settles(async () => expect((await readyz(harness)).status).toBe(503), 20_000);
-      expect((await readyz(harness)).text).toMatch(/fenced: no contact with NATS .* \(lease 2s\)/);
+      expect((await readyz(harness)).text).toMatch(/fenced: no lease extension for \d+s from NATS .* \(lease 2s\)/);
       expect((await fetch(`${harness.proxy.apiUrl}/api/v1/namespaces/${ns}/configmaps/cm`)).status).toBe(404);
       const list = (await (await fetch(`${harness.proxy.apiUrl}/api/v1/configmaps`)).json()) as { items: unknown[] };
       expect(list.items).toEqual([]);
@@ -116,6 +121,8 @@ describe('the proxy following its route table in NATS (a private NATS server, st
     await publish(table);
     const first = await startTestProxy({ table: undefined, credentialsPath: testbed().kubeconfigPath, dir: join(dir, shard), source: source(shard) });
     await settles(() => expect(first.proxy.controller.current?.table.version).toBe(1));
+    // Serving means the hub extended its lease; the extension is stored with the table.
+    await settles(async () => expect((await readyz(first)).status).toBe(200));
     await first.close();
 
     await nats.stop();

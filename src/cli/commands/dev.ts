@@ -39,7 +39,14 @@ function describe(bed: Testbed, seconds: number, kubectl: string): string {
   const lines = [`ctrlmesh test bed ready in ${seconds.toFixed(1)} s (dir ${bed.dir})`];
   for (const c of bed.clusters) lines.push(`  ${c.name.padEnd(12)}${c.server.padEnd(26)}kubeconfig ${c.kubeconfigPath}`);
   lines.push(`  ${'all'.padEnd(12)}${''.padEnd(26)}kubeconfig ${bed.info.kubeconfigPath} (one context per cluster)`);
-  lines.push(`  ${'nats'.padEnd(12)}${bed.nats.url.padEnd(26)}JetStream; monitoring ${bed.nats.monitorUrl}`);
+  const natsServers = 'servers' in bed.nats ? bed.nats.servers : [{ name: 'nats', ...bed.nats }];
+  for (const [i, s] of natsServers.entries()) {
+    const label = natsServers.length === 1 ? 'nats' : `nats-${i + 1}`;
+    lines.push(`  ${label.padEnd(12)}${s.url.padEnd(26)}JetStream; monitoring ${s.monitorUrl}`);
+  }
+  if (natsServers.length > 1) {
+    lines.push(`  ${''.padEnd(12)}${''.padEnd(26)}one cluster: give clients every URL (--nats ${bed.nats.urls.join(',')})`);
+  }
   const security = bed.nats.security;
   if (security) {
     const { auth } = security;
@@ -55,14 +62,20 @@ function describe(bed: Testbed, seconds: number, kubectl: string): string {
 
 const upCommand: Command = {
   name: 'up',
-  summary: 'Start local clusters (etcd + one kube-apiserver each) and a NATS server with JetStream; stop them on Ctrl-C.',
-  usage: '[--clusters N] [--dir DIR]',
+  summary: 'Start local clusters (etcd + one kube-apiserver each) and NATS with JetStream; stop them on Ctrl-C.',
+  usage: '[--clusters N] [--nats-servers N] [--dir DIR]',
   options: {
     clusters: { type: 'string', valueName: 'N', description: 'how many clusters, named cluster-a, cluster-b, ... (default 2)' },
+    'nats-servers': {
+      type: 'string',
+      valueName: 'N',
+      description: 'NATS servers: 1 (default), or 3 for a cluster whose JetStream buckets are replicated 3 times (up to 5)',
+    },
     ...dirOption,
   },
   run: async (ctx) => {
     const clusters = intValue(ctx, 'clusters', 2, { min: 1, max: 26 });
+    const natsServers = intValue(ctx, 'nats-servers', 1, { min: 1, max: 5 });
     const dir = bedDir(ctx);
     const running = await livePidRecords(dir);
     if (running.length > 0) {
@@ -76,6 +89,7 @@ const upCommand: Command = {
     try {
       const bed = await startTestbed({
         clusters,
+        natsServers,
         dir,
         env: ctx.env,
         logger: ctx.logger,

@@ -43,13 +43,14 @@ export const hubCommand: Command = {
     'token-file': { type: 'string', valueName: 'FILE', description: 'bootstrap tokens, one "CLUSTER TOKEN" line each' },
     'signing-key': { type: 'string', valueName: 'FILE', description: 'nkey seed that signs route tables [$CTRLMESH_SIGNING_KEY]' },
     'agent-issuer': { type: 'string', valueName: 'FILE', description: "account signing key seed: mint agents' identities [$CTRLMESH_AGENT_ISSUER]" },
-    replicas: { type: 'string', valueName: 'N', description: `KV replicas: 1 on one NATS server, 3 on a cluster (default ${HUB_DEFAULTS.replicas})` },
+    replicas: { type: 'string', valueName: 'N', description: 'KV replicas of new buckets: 1 on one NATS server, 3 on a cluster (default auto: up to 3, as the cluster allows)' },
     listen: { type: 'string', valueName: 'HOST:PORT', description: `status API address (default ${HUB_DEFAULTS.listen.host}:${HUB_DEFAULTS.listen.port})` },
     identity: { type: 'string', valueName: 'ID', description: 'name of this hub instance (default host name + random suffix)' },
     'lease-ttl': { type: 'string', valueName: 'SECONDS', description: `hub leader lease (default ${HUB_DEFAULTS.leaseTtlMs / 1000})` },
     'unknown-after': { type: 'string', valueName: 'SECONDS', description: `a cluster without heartbeats is Unknown after (default ${HUB_DEFAULTS.health.unknownAfterMs / 1000})` },
     'offline-after': { type: 'string', valueName: 'SECONDS', description: `... and Offline after (default ${HUB_DEFAULTS.health.offlineAfterMs / 1000})` },
-    'proxy-lease': { type: 'string', valueName: 'SECONDS', description: `proxies fence themselves after this long without NATS (default ${HUB_DEFAULTS.proxyLeaseSeconds})` },
+    'proxy-lease': { type: 'string', valueName: 'SECONDS', description: `proxies fence themselves this long after their last lease renewal (default ${HUB_DEFAULTS.proxyLeaseSeconds})` },
+    'grant-margin': { type: 'string', valueName: 'SECONDS', description: `added to the proxy lease before a unit moves without acknowledgement (default ${HUB_DEFAULTS.grantMarginMs / 1000})` },
   },
   run: async (ctx) => {
     const leaseTtl = intValue(ctx, 'lease-ttl', HUB_DEFAULTS.leaseTtlMs / 1000, { min: 2, max: 600 });
@@ -62,7 +63,7 @@ export const hubCommand: Command = {
       signingSeed: seedFile(ctx, 'signing-key', 'CTRLMESH_SIGNING_KEY', 'SN'),
       ...(agentIssuer(ctx, nats) ?? {}),
       identity: stringValue(ctx, 'identity') ?? `${hostname()}-${randomBytes(3).toString('hex')}`,
-      replicas: intValue(ctx, 'replicas', HUB_DEFAULTS.replicas, { min: 1, max: 5 }),
+      replicas: (stringValue(ctx, 'replicas') ?? 'auto') === 'auto' ? 'auto' : intValue(ctx, 'replicas', 1, { min: 1, max: 5 }),
       leaseTtlMs: leaseTtl * 1000,
       leaseRenewMs: Math.floor((leaseTtl * 1000) / 3),
       health: {
@@ -70,6 +71,7 @@ export const hubCommand: Command = {
         offlineAfterMs: intValue(ctx, 'offline-after', HUB_DEFAULTS.health.offlineAfterMs / 1000, { min: 2, max: 86400 }) * 1000,
       },
       proxyLeaseSeconds: intValue(ctx, 'proxy-lease', HUB_DEFAULTS.proxyLeaseSeconds, { min: 1, max: 3600 }),
+      grantMarginMs: intValue(ctx, 'grant-margin', HUB_DEFAULTS.grantMarginMs / 1000, { min: 0, max: 600 }) * 1000,
       listen: listen ? parseListen('listen', listen) : HUB_DEFAULTS.listen,
     };
     const problems = hubOptionProblems(options);

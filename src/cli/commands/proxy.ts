@@ -47,6 +47,7 @@ function proxyConfig(ctx: CommandContext): ProxyConfig {
       maxBodyBytes: intValue(ctx, 'max-body-bytes', DEFAULT_MAX_BODY_BYTES, { min: 1024, max: 64 * 1024 * 1024 }),
       allowImpersonation: ctx.values['allow-impersonation'] === true,
     },
+    lease: { marginMs: intValue(ctx, 'lease-margin-ms', DEFAULT_LEASE_MARGIN_MS, { min: 0, max: 600_000 }) },
   });
 }
 
@@ -74,6 +75,9 @@ function routeSigners(ctx: CommandContext): string[] {
   if (keys.length === 0) throw new UsageError('--route-signer is required with --nats: the public key of the hub\'s --signing-key (N...)');
   return keys;
 }
+
+/** Covers clock-rate differences between proxy and hub over one lease, with the hub's own --grant-margin. */
+const DEFAULT_LEASE_MARGIN_MS = 2_000;
 
 export const proxyCommand: Command = {
   name: 'proxy',
@@ -107,6 +111,7 @@ export const proxyCommand: Command = {
     'breaker-reset-ms': { type: 'string', valueName: 'MS', description: 'open time before a half-open probe (default 5000)' },
     'max-body-bytes': { type: 'string', valueName: 'N', description: 'largest body the proxy reads to judge a request (locks, Namespace creates; default 3145728)' },
     'allow-impersonation': { type: 'boolean', description: "pass the operator's Impersonate-* headers (acting with the proxy's identity's impersonate rights)" },
+    'lease-margin-ms': { type: 'string', valueName: 'MS', description: `with --nats: fence this long before the lease ends (default ${DEFAULT_LEASE_MARGIN_MS})` },
     'breaker-window-ms': { type: 'string', valueName: 'MS', description: 'rolling window of the failure statistics (default 10000)' },
   },
   run: async (ctx) => {
@@ -124,7 +129,7 @@ export const proxyCommand: Command = {
     const proxy = await startProxy({
       config,
       source,
-      store: new TableStore(stringValue(ctx, 'store') ?? '.ctrlmesh/proxy-route-table.json'),
+      store: new TableStore(stringValue(ctx, 'store') ?? '.ctrlmesh/proxy-route-table.json', logger),
       credentials,
       registry,
       logger,

@@ -68,7 +68,7 @@ export function permissionsFor(identity: Role, publicKey: string): SubjectPermis
       };
     case 'proxy':
       return {
-        publish: [Subjects.ack(identity.operator, identity.shard), ...kvRead(Buckets.routes, Keys.route(identity.operator, identity.shard))],
+        publish: [Subjects.ack(identity.operator, identity.shard), Subjects.renew(identity.operator, identity.shard), ...kvRead(Buckets.routes, Keys.route(identity.operator, identity.shard))],
         subscribe: [inbox],
       };
   }

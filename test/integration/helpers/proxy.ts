@@ -111,6 +111,7 @@ export async function startTestProxy(options: {
       upstream: { headersTimeoutMs: 5000 },
       breaker: options.breaker ?? FAST_BREAKER,
       requests: { maxBodyBytes: options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES, allowImpersonation: false },
+      lease: { marginMs: 500 },
     },
     source: options.source?.(tablePath) ?? new FileRouteSource({ path: tablePath, logger: silent, pollIntervalMs: 100 }),
     store: new TableStore(storePath),

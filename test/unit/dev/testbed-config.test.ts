@@ -1,6 +1,6 @@
 import { KubeConfig } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { clusterNames, kubeconfigText } from '../../../src/dev/index.js';
+import { clusterNames, kubeconfigText, natsClientConfig } from '../../../src/dev/index.js';
 
 describe('test bed configuration', () => {
   it('names clusters cluster-a, cluster-b, ... or as given', () => {
@@ -17,5 +17,11 @@ describe('test bed configuration', () => {
     kc.setCurrentContext('cluster-b');
     expect(kc.getCurrentCluster()?.server).toBe('https://127.0.0.1:1/cluster-b');
     expect(Buffer.from(kc.getCurrentUser()?.certData ?? '', 'base64').toString()).toBe('CERT');
+  });
+
+  it("gives NATS clients every server of a cluster, and an endpoint's one URL otherwise", async () => {
+    const urls = ['nats://127.0.0.1:1', 'nats://127.0.0.1:2', 'nats://127.0.0.1:3'];
+    expect((await natsClientConfig({ url: urls[0] as string, urls }, { role: 'hub' })).servers).toEqual(urls);
+    expect((await natsClientConfig({ url: 'nats://127.0.0.1:9' }, { role: 'hub' })).servers).toEqual(['nats://127.0.0.1:9']);
   });
 });

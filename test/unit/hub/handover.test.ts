@@ -1,12 +1,13 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { EMPTY_HANDOVER_STATE, handoverStep, unitKey, type HandoverState, type Ownership } from '../../../src/hub/handover.js';
+import { nextTableVersion } from '../../../src/hub/table-version.js';
 
 const LEASE = 10_000;
 const u = (b: number): string => unitKey('a', b);
 
 function step(state: HandoverState, desired: Ownership, extra: { versions?: Record<string, number>; acks?: Record<string, number>; now: number }) {
-  return handoverStep({ state, desired, versions: extra.versions ?? {}, acks: extra.acks ?? {}, now: extra.now, leaseMs: LEASE, historyLimit: 10 });
+  return handoverStep({ state, desired, versions: extra.versions ?? {}, acks: extra.acks ?? {}, now: extra.now, leaseMs: LEASE, marginMs: 0, leaderSince: 0, historyLimit: 10 });
 }
 
 describe('handoverStep', () => {
@@ -22,13 +23,14 @@ describe('handoverStep', () => {
     const revoked = step(start, { s0: [u(0)], s1: [u(1)] }, { versions: { s0: 1, s1: 1 }, now: 100 });
     expect(revoked.state.effective).toEqual({ s0: [u(0)], s1: [] });
     expect(revoked.changedShards).toEqual(['s0']);
-    expect(revoked.state.pending).toMatchObject([{ unit: u(1), from: 's0', to: 's1', revokedAt: 100, revokeVersion: 2 }]);
+    // The revoking table is s0's next one, at max(1 + 1, now): the version the reconciler publishes it at.
+    expect(revoked.state.pending).toMatchObject([{ unit: u(1), from: 's0', to: 's1', revokedAt: 100, revokeVersion: 100 }]);
     expect(revoked.nextDeadline).toBe(100 + LEASE);
 
-    const stale = step(revoked.state, { s0: [u(0)], s1: [u(1)] }, { versions: { s0: 2, s1: 1 }, acks: { s0: 1 }, now: 200 });
+    const stale = step(revoked.state, { s0: [u(0)], s1: [u(1)] }, { versions: { s0: 100, s1: 1 }, acks: { s0: 99 }, now: 200 });
     expect(stale.state.effective.s1).toEqual([]);
 
-    const granted = step(revoked.state, { s0: [u(0)], s1: [u(1)] }, { versions: { s0: 2, s1: 1 }, acks: { s0: 2 }, now: 300 });
+    const granted = step(revoked.state, { s0: [u(0)], s1: [u(1)] }, { versions: { s0: 100, s1: 1 }, acks: { s0: 100 }, now: 300 });
     expect(granted.state.effective).toEqual({ s0: [u(0)], s1: [u(1)] });
     expect(granted.changedShards).toEqual(['s1']);
     expect(granted.state.history).toMatchObject([{ unit: u(1), revokedAt: 100, acknowledgedAt: 300, grantedAt: 300, grantedBy: 'ack' }]);
@@ -41,6 +43,13 @@ describe('handoverStep', () => {
     const late = step(revoked, { s0: [], s1: [u(0)] }, { now: LEASE });
     expect(late.state.effective.s1).toEqual([u(0)]);
     expect(late.state.history[0]?.grantedBy).toBe('lease-expiry');
+  });
+
+  it('records as revoke version the version the revoking table is published at, never below the previous one', () => {
+    const start = step(EMPTY_HANDOVER_STATE, { s0: [u(0)], s1: [] }, { now: 0 }).state;
+    // A shard whose table is already ahead of the clock (a faster clock before) keeps counting up from it.
+    expect(step(start, { s0: [], s1: [u(0)] }, { versions: { s0: 5_000 }, now: 1_000 }).state.pending[0]?.revokeVersion).toBe(5_001);
+    expect(step(start, { s0: [], s1: [u(0)] }, { versions: { s0: 5_000 }, now: 9_000 }).state.pending[0]?.revokeVersion).toBe(9_000);
   });
 
   it('never lets two shards own a unit, nor grants before the old owner is fenced', () => {
@@ -67,7 +76,7 @@ describe('handoverStep', () => {
           } else now += a.ms;
           const before = state.effective;
           const out = step(state, desired, { versions: { ...versions }, acks: { ...acks }, now });
-          for (const shard of out.changedShards) versions[shard] = (versions[shard] ?? 0) + 1;
+          for (const shard of out.changedShards) versions[shard] = nextTableVersion(versions[shard], now);
           for (const p of out.state.pending) {
             if (p.revokedAt === now && !revocations.some((r) => r.unit === p.unit && r.at === now && r.from === p.from)) {
               revocations.push({ unit: p.unit, from: p.from, version: p.revokeVersion, at: now });
@@ -91,5 +100,23 @@ describe('handoverStep', () => {
       }),
       { numRuns: 300 },
     );
+  });
+});
+
+describe('handoverStep: lease expiry with margins and a new leader', () => {
+  it('grants without an ack only after max(revokedAt, leaderSince) + lease + margin', () => {
+    const base = { versions: { s0: 1, s1: 1 }, acks: {}, leaseMs: LEASE, marginMs: 2_000, historyLimit: 10 };
+    const start = handoverStep({ ...base, state: EMPTY_HANDOVER_STATE, desired: { s0: [u(0)], s1: [] }, now: 0, leaderSince: 0 }).state;
+    const revoked = handoverStep({ ...base, state: start, desired: { s0: [], s1: [u(0)] }, now: 1_000, leaderSince: 0 });
+    expect(revoked.nextDeadline).toBe(1_000 + LEASE + 2_000);
+    const early = handoverStep({ ...base, state: revoked.state, desired: { s0: [], s1: [u(0)] }, now: 1_000 + LEASE + 1_999, leaderSince: 0 });
+    expect(early.state.effective.s1).toEqual([]);
+    // A hub that took over at 5 000 counts from then: the old leader may have extended leases until it stepped down.
+    const successor = handoverStep({ ...base, state: revoked.state, desired: { s0: [], s1: [u(0)] }, now: 1_000 + LEASE + 2_000, leaderSince: 5_000 });
+    expect(successor.state.effective.s1).toEqual([]);
+    expect(successor.nextDeadline).toBe(5_000 + LEASE + 2_000);
+    const granted = handoverStep({ ...base, state: revoked.state, desired: { s0: [], s1: [u(0)] }, now: 5_000 + LEASE + 2_000, leaderSince: 5_000 });
+    expect(granted.state.effective.s1).toEqual([u(0)]);
+    expect(granted.state.history.at(-1)?.grantedBy).toBe('lease-expiry');
   });
 });

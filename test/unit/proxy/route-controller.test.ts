@@ -56,7 +56,7 @@ describe('RouteController', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
-  function make(source: RouteSource): RouteController {
+  function make(source: RouteSource, leaseMarginMs = 0): RouteController {
     const metrics = createProxyMetrics(new Registry());
     const link = new ClusterLinks({
       credentials: new Map(),
@@ -66,7 +66,7 @@ describe('RouteController', () => {
       logger,
     });
     links.push(link);
-    const controller = new RouteController({ source, store: new TableStore(join(dir, 'store.json')), links: link, metrics, logger, now: () => now, tickMs: 100 });
+    const controller = new RouteController({ source, store: new TableStore(join(dir, 'store.json')), links: link, metrics, logger, now: () => now, tickMs: 100, leaseMarginMs });
     controllers.push(controller);
     return controller;
   }
@@ -75,7 +75,7 @@ describe('RouteController', () => {
     const source = new ScriptedSource({ leased: true });
     const controller = make(source);
     await controller.start();
-    source.handlers!.onContact(true);
+    source.handlers!.onRenewal(now);
     source.handlers!.onTable(table(2, [1, 2]));
     const expired: string[] = [];
     const selector = controller.current!.clusters.get('a')!.view.selectorFor('', 'configmaps');
@@ -96,7 +96,7 @@ describe('RouteController', () => {
     const source = new ScriptedSource({ leased: true });
     const controller = make(source);
     await controller.start();
-    source.handlers!.onContact(true);
+    source.handlers!.onRenewal(now);
     source.handlers!.onTable(table(1, [1, 2]));
     await vi.waitFor(() => expect(source.acks).toEqual([1]));
     let answer: () => void = () => undefined;
@@ -113,28 +113,36 @@ describe('RouteController', () => {
     expect(controller.writes.size).toBe(1);
   });
 
-  it('fences itself after the lease without contact, and recovers when contact returns', async () => {
+  it('fences itself at its last extension + lease - margin, whatever the connection says, and serves again on an extension', async () => {
     const source = new ScriptedSource({ leased: true });
-    const controller = make(source);
+    const controller = make(source, 1_000);
     await controller.start();
-    source.handlers!.onContact(true);
     source.handlers!.onTable(table(1, [4, 5], 10));
+    // No extension yet: a table alone is not contact.
+    expect(controller.readiness().reasons[0]).toMatch(/^fenced: no lease extension yet/);
+    const askedAt = now;
+    source.handlers!.onRenewal(askedAt);
+    expect(controller.readiness().ready).toBe(true);
     const view = () => controller.current!.clusters.get('a')!.view;
     const expired: string[] = [];
     controller.watches.add({ cluster: 'a', group: '', resource: 'pods', selector: view().selectorFor('', 'pods'), expire: () => expired.push('pods') });
-    source.handlers!.onContact(false);
-    now += 9_000;
+    // The connection still looks up (a silent partition): it changes nothing.
+    source.handlers!.onContact(true);
+    now = askedAt + 8_900;
     vi.advanceTimersByTime(200);
     expect(controller.readiness().ready).toBe(true);
-    now += 2_000;
+    now = askedAt + 9_000;
     vi.advanceTimersByTime(200);
     const readiness = controller.readiness();
     expect(readiness.ready).toBe(false);
-    expect(readiness.reasons[0]).toMatch(/^fenced: no contact with scripted source for 11s \(lease 10s\)/);
+    expect(readiness.reasons[0]).toMatch(/^fenced: no lease extension for 9s from scripted source \(lease 10s\)/);
     expect(view().ownsNothing).toBe(true);
     expect(view().selectorFor('', 'pods')).toBe('h,!h');
     expect(expired).toEqual(['pods']);
-    source.handlers!.onContact(true);
+    // An extension asked for before the last one changes nothing; a new one serves again.
+    source.handlers!.onRenewal(askedAt - 1);
+    expect(controller.readiness().ready).toBe(false);
+    source.handlers!.onRenewal(now);
     expect(controller.readiness().ready).toBe(true);
     expect([...view().owned]).toEqual([4, 5]);
   });
@@ -150,7 +158,7 @@ describe('RouteController', () => {
     expect(controller.readiness().ready).toBe(true);
   });
 
-  it('serves the stored table when the source cannot start, and counts the lease from the stored contact', async () => {
+  it('serves the stored table when the source cannot start, and counts the lease from the stored extension', async () => {
     await new TableStore(join(dir, 'store.json')).save({ table: table(7, [9], 10), contactAt: now - 5_000 });
     const controller = make(new ScriptedSource({ leased: true, failStart: true }));
     await controller.start();

@@ -1,7 +1,7 @@
 import { createServer, fromSeed } from '@nats-io/nkeys';
 import { describe, expect, it } from 'vitest';
 import { ed25519Signer, ed25519Verify } from '../../../src/transport/ed25519.js';
-import { RouteTableSchema, encodeMessage, openRouteTable, routeSigner } from '../../../src/transport/index.js';
+import { RouteTableKind, RouteTableSchema, encodeMessage, openRouteTable, routeSigner } from '../../../src/transport/index.js';
 import { routeTableFixture } from '../proxy/route-table-fixture.js';
 
 const seed = (): string => new TextDecoder().decode(createServer().getSeed());
@@ -10,25 +10,25 @@ const table = routeTableFixture({ version: 7 });
 
 describe('signed route tables', () => {
   it('opens what the trusted key sealed, exactly', () => {
-    expect(openRouteTable(hub.seal(table), [hub.publicKey])).toEqual({ ok: true, value: table });
+    expect(openRouteTable(hub.seal(RouteTableKind, table), [hub.publicKey])).toEqual({ ok: true, value: table });
   });
 
   it('refuses another key, a changed byte, an unsigned table and a swapped signer', () => {
     const stranger = routeSigner(seed());
-    expect(openRouteTable(stranger.seal(table), [hub.publicKey])).toMatchObject({ ok: false, reason: expect.stringMatching(/does not trust/) });
-    const sealed = JSON.parse(Buffer.from(hub.seal(table)).toString()) as { table: string; signer: string };
-    const tampered = { ...sealed, table: sealed.table.replace('"version":7', '"version":8') };
+    expect(openRouteTable(stranger.seal(RouteTableKind, table), [hub.publicKey])).toMatchObject({ ok: false, reason: expect.stringMatching(/does not trust/) });
+    const sealed = JSON.parse(Buffer.from(hub.seal(RouteTableKind, table)).toString()) as { payload: string; signer: string };
+    const tampered = { ...sealed, payload: sealed.payload.replace('"version":7', '"version":8') };
     expect(openRouteTable(Buffer.from(JSON.stringify(tampered)), [hub.publicKey])).toMatchObject({ ok: false, reason: expect.stringMatching(/signature/) });
     // Claiming the trusted signer over a stranger's signature.
-    const claimed = { ...(JSON.parse(Buffer.from(stranger.seal(table)).toString()) as object), signer: hub.publicKey };
+    const claimed = { ...(JSON.parse(Buffer.from(stranger.seal(RouteTableKind, table)).toString()) as object), signer: hub.publicKey };
     expect(openRouteTable(Buffer.from(JSON.stringify(claimed)), [hub.publicKey]).ok).toBe(false);
     expect(openRouteTable(encodeMessage({ kind: 'RouteTable', schema: RouteTableSchema }, table), [hub.publicKey]).ok).toBe(false);
   });
 
   it('without trusted keys still checks the signature against the key it names', () => {
-    expect(openRouteTable(routeSigner(seed()).seal(table)).ok).toBe(true);
-    const sealed = JSON.parse(Buffer.from(hub.seal(table)).toString()) as { table: string };
-    expect(openRouteTable(Buffer.from(JSON.stringify({ ...sealed, table: `${sealed.table} ` }))).ok).toBe(false);
+    expect(openRouteTable(routeSigner(seed()).seal(RouteTableKind, table)).ok).toBe(true);
+    const sealed = JSON.parse(Buffer.from(hub.seal(RouteTableKind, table)).toString()) as { payload: string };
+    expect(openRouteTable(Buffer.from(JSON.stringify({ ...sealed, payload: `${sealed.payload} ` }))).ok).toBe(false);
   });
 
   it('refuses a seed that is not a server key', () => {

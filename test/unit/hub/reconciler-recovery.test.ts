@@ -1,0 +1,151 @@
+import { createServer as createNkey } from '@nats-io/nkeys';
+import { pino } from 'pino';
+import { describe, expect, it } from 'vitest';
+import { Fleet } from '../../../src/hub/fleet.js';
+import { unitKey } from '../../../src/hub/handover.js';
+import type { FleetPlan } from '../../../src/hub/plan.js';
+import { BUCKET_CHECK_MS, reconcile, type ReconcileContext } from '../../../src/hub/reconciler.js';
+import { createHubMetrics, createRegistry } from '../../../src/metrics/index.js';
+import { Buckets, Keys, MESSAGE_SCHEMA_VERSION, Messages, decodeMessage, routeSigner, type BucketName } from '../../../src/transport/index.js';
+import { FakeKv } from './fake-kv.js';
+
+const logger = pino({ level: 'silent' });
+const OPERATOR = 'ns/op';
+const u = (b: number): string => unitKey('a', b);
+
+/** One operator of two hand-written shards on cluster `a`. */
+function plan(s1: number[], s2: number[]): FleetPlan {
+  const shard = (name: string, buckets: number[]) => ({ name, homeCluster: 'a', limits: [], units: buckets.map(u) });
+  return {
+    operators: [
+      {
+        operator: OPERATOR,
+        hashAlgorithm: 'kusionstack',
+        bucketCount: 8,
+        labels: { hash: 'h', namespace: 'n', control: 'c' },
+        clusters: ['a'],
+        shards: [shard('a/s1', s1), shard('a/s2', s2)],
+      },
+    ],
+    frozen: [],
+  };
+}
+
+function setup(restored: () => BucketName[] = () => []) {
+  const signer = routeSigner(new TextDecoder().decode(createNkey().getSeed()));
+  const fleet = new Fleet(logger, [signer.publicKey]);
+  fleet.clusters.set('a', {
+    schema: MESSAGE_SCHEMA_VERSION,
+    cluster: { name: 'a', labels: {}, server: 'https://a:6443', caPem: 'CA' },
+    registeredAt: '2026-01-01T00:00:00Z',
+    updatedAt: '2026-01-01T00:00:00Z',
+  });
+  const routes = new FakeKv();
+  const state = new FakeKv();
+  const clusters = new FakeKv();
+  const ctx: ReconcileContext = {
+    fleet,
+    routes: routes.asKv(),
+    signer,
+    state: state.asKv(),
+    leaseSeconds: 10,
+    grantMarginMs: 0,
+    leaderSince: 0,
+    historyLimit: 10,
+    logger,
+    metrics: createHubMetrics(createRegistry('hub')),
+    buckets: { restore: async () => restored(), clusters: clusters.asKv() },
+  };
+  const owners = (): Map<string, string[]> => {
+    const out = new Map<string, string[]>();
+    for (const { table } of fleet.routes.get(OPERATOR)?.values() ?? []) {
+      for (const b of table.clusters.flatMap((c) => c.buckets)) out.set(u(b), [...(out.get(u(b)) ?? []), table.shard]);
+    }
+    return out;
+  };
+  const versions = (): Record<string, number> => Object.fromEntries([...(fleet.routes.get(OPERATOR)?.values() ?? [])].map((r) => [r.table.shard, r.table.version]));
+  return { fleet, routes, state, clusters, ctx, owners, versions };
+}
+
+describe('reconcile: bad state never wedges', () => {
+  it('publishes versions from the clock, and checks the buckets at least every BUCKET_CHECK_MS', async () => {
+    const { ctx, versions } = setup();
+    const result = await reconcile(ctx, plan([0, 1], [2]), 1_700_000_000_000);
+    expect(versions()).toEqual({ 'a/s1': 1_700_000_000_000, 'a/s2': 1_700_000_000_000 });
+    expect(result.nextDeadline).toBe(1_700_000_000_000 + BUCKET_CHECK_MS);
+  });
+
+  it('quarantines a malformed handover record, replaces it over its revision and recovers the operator', async () => {
+    const { ctx, fleet, state, owners } = setup();
+    let now = 1_000_000;
+    await reconcile(ctx, plan([0, 1], [2]), now);
+    const key = Keys.handover(OPERATOR);
+    await state.put(key, '{"schema": 1, "operator": "ns/op", "effective": {"a/s1": [');
+    expect(fleet.applyStateEntry(state.entry(key))).toBeUndefined();
+    expect(fleet.handovers.has(OPERATOR)).toBe(false);
+    expect(fleet.corruptHandovers.get(OPERATOR)?.revision).toBe(state.entry(key).revision);
+
+    // Unit 1 moves to s2 meanwhile: revoked from s1 first, never in both tables.
+    now += 1_000;
+    await reconcile(ctx, plan([0], [1, 2]), now);
+    const quarantined = state.values.get(Keys.quarantine(key, 2));
+    expect(new TextDecoder().decode(quarantined?.value)).toContain('"effective": {"a/s1": [');
+    const stored = decodeMessage(Messages.handoverState, state.values.get(key)?.value ?? new Uint8Array());
+    expect(stored.ok).toBe(true);
+    expect(fleet.corruptHandovers.size).toBe(0);
+    for (const [unit, shards] of owners()) expect(shards, unit).toHaveLength(1);
+    expect(owners().get(u(1))).toBeUndefined();
+
+    // The stored record is the one the hub reads back; the next passes update it at its revision.
+    fleet.applyStateEntry(state.entry(key));
+    now += 10_001;
+    await reconcile(ctx, plan([0], [1, 2]), now);
+    expect(Object.fromEntries([...owners()].map(([unit, shards]) => [unit, shards]))).toEqual({ [u(0)]: ['a/s1'], [u(1)]: ['a/s2'], [u(2)]: ['a/s2'] });
+  });
+
+  it('a bucket created again: forgets its revisions and writes everything back, at versions above the old ones', async () => {
+    let restored: BucketName[] = [];
+    const { ctx, fleet, routes, state, clusters, versions } = setup(() => restored);
+    await reconcile(ctx, plan([0, 1], [2]), 5_000_000);
+    const before = versions();
+    const revisionsBefore = routes.values.size;
+    expect(revisionsBefore).toBe(2);
+
+    routes.reset();
+    state.reset();
+    restored = [Buckets.routes, Buckets.state, Buckets.clusters];
+    // Nothing changed in the plan: the pass still writes the tables, the handover record and the registry back.
+    const result = await reconcile(ctx, plan([0, 1], [2]), 5_000_010);
+    expect(result.published.map((t) => t.shard).sort()).toEqual(['a/s1', 'a/s2']);
+    for (const [shard, version] of Object.entries(versions())) expect(version).toBeGreaterThan(before[shard] ?? Infinity);
+    expect(state.values.has(Keys.handover(OPERATOR))).toBe(true);
+    expect(clusters.values.has(Keys.cluster('a'))).toBe(true);
+
+    restored = [];
+    // Back to normal: nothing to write.
+    expect((await reconcile(ctx, plan([0, 1], [2]), 5_000_020)).published).toEqual([]);
+    expect(fleet.routes.get(OPERATOR)?.get('a/s1')?.revision).toBeGreaterThan(0);
+  });
+
+  it('judges acknowledgements against the published version: one above it grants nothing', async () => {
+    const { ctx, fleet } = setup();
+    let now = 1_000_000;
+    await reconcile(ctx, plan([0, 1], [2]), now);
+    now += 1_000;
+    await reconcile(ctx, plan([0], [1, 2]), now);
+    const revoking = fleet.handovers.get(OPERATOR)?.record.pending[0];
+    expect(revoking).toMatchObject({ unit: u(1), from: 'a/s1', revokeVersion: now });
+    expect(fleet.routes.get(OPERATOR)?.get('a/s1')?.table.version).toBe(revoking?.revokeVersion);
+    // A forged or stale ack from the future is refused at the door...
+    expect(fleet.recordAck(OPERATOR, 'a/s1', now + 1)).toBe(false);
+    // ... and one stored earlier (read back before the tables) is ignored when used.
+    fleet.acks.set(OPERATOR, new Map([['a/s1', now + 1]]));
+    await reconcile(ctx, plan([0], [1, 2]), now + 10);
+    expect(fleet.handovers.get(OPERATOR)?.record.pending).toHaveLength(1);
+    // The genuine ack of the revoking table grants.
+    fleet.acks.clear();
+    expect(fleet.recordAck(OPERATOR, 'a/s1', now)).toBe(true);
+    await reconcile(ctx, plan([0], [1, 2]), now + 20);
+    expect(fleet.handovers.get(OPERATOR)?.record.history.at(-1)).toMatchObject({ unit: u(1), grantedBy: 'ack' });
+  });
+});
