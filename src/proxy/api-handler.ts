@@ -170,6 +170,9 @@ export function createApiHandler(options: ApiHandlerOptions): (request: FastifyR
         out.send(res.stream);
       }
     };
+    if (!controller.stillServes(state)) {
+      return refuse(statusFor(503, 'the route table this request was judged by changed or its lease ended meanwhile; retry'));
+    }
     try {
       const sent = entry.breaker.fire(() =>
         forward(request, reply, { entry, path, query: query.toString(), body, accept, headers: requests, onResponse }),

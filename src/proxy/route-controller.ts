@@ -125,6 +125,16 @@ export class RouteController {
     this.tick();
   }
 
+  /**
+   * Whether the table a request was judged by still holds, by the clock, now: the fence flag is set by a timer, so
+   * a request that waited after being judged (reading its body, or a paused process) is checked again before it
+   * leaves. It narrows the window to the moment of sending; a process frozen after that needs the API server to fence.
+   */
+  stillServes(state: RouteState): boolean {
+    // A request judged under a fenced table was judged as fenced: only an unfenced judgement can go stale.
+    return this.state === state && (state.fenced || !this.leaseOver(state.table));
+  }
+
   /** Whether the lease has run out: never for a source without one. */
   private leaseOver(table: RouteTable): boolean {
     return (

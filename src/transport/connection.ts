@@ -49,6 +49,8 @@ export async function connectNats(options: ConnectOptions): Promise<NatsLink> {
       waitOnFirstConnect: true,
       reconnectTimeWait: options.reconnectWaitMs ?? 500,
       reconnectJitter: 100,
+      // A server that accepts TCP but never answers (frozen) must not hold each attempt for nats.js's default 20 s.
+      timeout: 5_000,
       pingInterval: 5_000,
       maxPingOut: 2,
     });
