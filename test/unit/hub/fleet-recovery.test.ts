@@ -3,25 +3,14 @@ import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { Fleet } from '../../../src/hub/fleet.js';
 import { Buckets, Keys, MESSAGE_SCHEMA_VERSION, Messages, encodeMessage, publishRouteTable, routeSigner, type HandoverStateRecord, type RouteTable } from '../../../src/transport/index.js';
+import { routeTableFixture } from '../proxy/route-table-fixture.js';
 import { FakeKv } from './fake-kv.js';
 
 const logger = pino({ level: 'silent' });
 const signer = routeSigner(new TextDecoder().decode(createNkey().getSeed()));
 
 function table(version: number): RouteTable {
-  return {
-    schema: 1,
-    operator: 'ns/op',
-    shard: 'a/s1',
-    version,
-    issuedAt: '2026-01-01T00:00:00Z',
-    homeCluster: 'a',
-    hashAlgorithm: 'kusionstack',
-    bucketCount: 8,
-    labels: { hash: 'h', namespace: 'n', control: 'c' },
-    leaseSeconds: 10,
-    clusters: [],
-  };
+  return routeTableFixture({ operator: 'ns/op', shard: 'a/s1', version, clusters: [] });
 }
 
 describe('Fleet: state that must not wedge the hub', () => {

@@ -3,24 +3,13 @@ import { describe, expect, it } from 'vitest';
 import { handoverStep, parseUnitKey, unitKey, type HandoverState, type Ownership } from '../../../src/hub/handover.js';
 import { LEASE_ONLY_VERSION, SEVERAL_SHARDS, handoverStateFromTables } from '../../../src/hub/handover-recovery.js';
 import type { RouteTable } from '../../../src/transport/index.js';
+import { clusterFixture, routeTableFixture } from '../proxy/route-table-fixture.js';
 
 const u = (b: number): string => unitKey('a', b);
 const LEASE = 10_000;
 
 function table(shard: string, version: number, buckets: number[]): RouteTable {
-  return {
-    schema: 1,
-    operator: 'ns/op',
-    shard,
-    version,
-    issuedAt: '2026-01-01T00:00:00Z',
-    homeCluster: 'a',
-    hashAlgorithm: 'kusionstack',
-    bucketCount: 8,
-    labels: { hash: 'h', namespace: 'n', control: 'c' },
-    leaseSeconds: 10,
-    clusters: [{ name: 'a', server: 'https://a:6443', caPem: '', buckets, limits: [] }],
-  };
+  return routeTableFixture({ operator: 'ns/op', shard, version, clusters: [clusterFixture('a', buckets)] });
 }
 
 describe('handoverStateFromTables', () => {
