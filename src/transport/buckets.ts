@@ -1,5 +1,6 @@
 import { Kvm, type KV } from '@nats-io/kv';
 import { JetStreamApiError, type JetStreamClient } from '@nats-io/jetstream';
+import { TimeoutError } from '@nats-io/transport-node';
 import { CtrlmeshError, ErrorCodes } from '../errors.js';
 import { Buckets, type BucketName } from './names.js';
 
@@ -30,6 +31,9 @@ export interface CreateBucketsOptions {
   leaseTtlMs: number;
 }
 
+/** How many JetStream API timeouts a bucket create survives. */
+const CREATE_TIMEOUT_RETRIES = 6;
+
 /** The most replicas `auto` asks for: a majority survives one server lost. */
 const AUTO_MAX_REPLICAS = 3;
 
@@ -50,7 +54,7 @@ export async function createBuckets(options: CreateBucketsOptions): Promise<Cont
   // Under `auto`, the count the first created bucket settled on is where the next one starts.
   let next = options.replicas === 'auto' ? AUTO_MAX_REPLICAS : options.replicas;
   const make = async (bucket: BucketName, extra: { history?: number; ttl?: number } = {}): Promise<KV> => {
-    for (;;) {
+    for (let timeouts = 0; ; ) {
       const replicas = next;
       try {
         // An existing bucket is opened as it is: its replicas are not changed.
@@ -61,6 +65,9 @@ export async function createBuckets(options: CreateBucketsOptions): Promise<Cont
           next = fewer;
           continue;
         }
+        // A cluster that has just formed (or lost its meta leader) may take longer than one API timeout to place a
+        // replicated stream: the create is idempotent, so it is asked again a few times.
+        if (err instanceof TimeoutError && ++timeouts < CREATE_TIMEOUT_RETRIES) continue;
         throw new CtrlmeshError(
           ErrorCodes.NATS,
           `cannot create KV bucket ${bucket} with ${replicas} replica(s): ${(err as Error).message}` +
