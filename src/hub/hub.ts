@@ -105,8 +105,6 @@ class HubCore {
   private lastHealth = new Map<string, ClusterHealth>();
   /** When this instance last became leader (its clock). */
   private leaderSince = 0;
-  /** A plan is being published: revocations are decided (at its start) but their tables not yet recorded. */
-  private planning = false;
 
   constructor(private readonly c: HubCoreOptions) {
     this.planner = new DebouncedRunner({ delayMs: c.options.debounceMs, task: () => this.plan() });
@@ -266,7 +264,6 @@ class HubCore {
         signer: this.c.signer,
         logger: this.logger,
         published: (operator, shard) => this.c.fleet.routes.get(operator)?.get(shard)?.table.version ?? 0,
-        extendable: () => !this.planning,
       }),
       subscribeMessages({
         link,
@@ -342,7 +339,6 @@ class HubCore {
   private async plan(): Promise<void> {
     if (!this.isLeader() || Object.values(this.loaded).includes(false)) return;
     const started = performance.now();
-    this.planning = true;
     try {
       const plan = desiredPlan({
         clusters: new Map([...this.c.fleet.clusters].map(([name, r]) => [name, { labels: r.cluster.labels }])),
@@ -359,6 +355,7 @@ class HubCore {
           leaseSeconds: this.c.options.proxyLeaseSeconds,
           grantMarginMs: this.c.options.grantMarginMs,
           leaderSince: this.leaderSince,
+          clock: this.c.now,
           historyLimit: this.c.options.handoverHistory,
           logger: this.logger,
           metrics: this.c.metrics,
@@ -380,7 +377,6 @@ class HubCore {
     } catch (err) {
       this.logger.error({ err }, 'planning failed; retrying on the next change');
     } finally {
-      this.planning = false;
       this.c.metrics.reconcileSeconds.observe((performance.now() - started) / 1000);
     }
   }

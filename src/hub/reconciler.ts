@@ -10,6 +10,7 @@ import {
   publishRouteTable,
   type RouteSigner,
   type ClusterIdentity,
+  type HandoverRecord,
   type HandoverStateRecord,
   type KeptBuckets,
   type RouteTable,
@@ -32,6 +33,8 @@ export interface ReconcileContext {
   grantMarginMs: number;
   /** When this hub became leader (lease expiry is counted from no earlier). */
   leaderSince: number;
+  /** The hub's clock, read again once the tables of a step are recorded. */
+  clock: () => number;
   historyLimit: number;
   logger: Logger;
   metrics: HubMetrics;
@@ -150,7 +153,13 @@ async function reconcileOperator(ctx: ReconcileContext, plan: OperatorPlan, now:
     published.push(table);
   }
 
-  const record: HandoverStateRecord = { schema: MESSAGE_SCHEMA_VERSION, operator: plan.operator, ...step.state };
+  // A revocation counts from when its table is recorded, not from when it was decided: until then renewals are
+  // judged against the shard's previous version and may still be extended, and a grant by expiry must wait for
+  // the last of those extensions to run out.
+  const decidedNow = (p: HandoverRecord): boolean => p.revokedAt === now && !previous?.record.pending.some((q) => q.unit === p.unit && q.revokedAt === now);
+  const recordedAt = step.state.pending.some(decidedNow) ? Math.max(now, ctx.clock()) : now;
+  const pending = step.state.pending.map((p) => (decidedNow(p) ? { ...p, revokedAt: recordedAt } : p));
+  const record: HandoverStateRecord = { schema: MESSAGE_SCHEMA_VERSION, operator: plan.operator, ...step.state, pending };
   if (!previous || previous.revision === 0 || JSON.stringify(record) !== JSON.stringify(previous.record)) {
     const data = encodeMessage(Messages.handoverState, record);
     const key = Keys.handover(plan.operator);
@@ -164,7 +173,7 @@ async function reconcileOperator(ctx: ReconcileContext, plan: OperatorPlan, now:
     fleet.handovers.set(plan.operator, { record, revision });
     fleet.corruptHandovers.delete(plan.operator);
   }
-  return { published, ...(step.nextDeadline !== undefined ? { nextDeadline: step.nextDeadline } : {}) };
+  return { published, ...(step.nextDeadline !== undefined ? { nextDeadline: step.nextDeadline + (recordedAt - now) } : {}) };
 }
 
 /** Copies a malformed value aside (same bucket, its key and revision in the name) before it is replaced. */

@@ -188,11 +188,6 @@ export function serveRenewals(options: {
   logger: Logger;
   /** The version published for a shard, 0 if none. */
   published: (operator: string, shard: string) => number;
-  /**
-   * False while the hub is between deciding a revocation and recording the table that carries it: an extension
-   * then could outlive the revocation's time, so none is given (the proxy asks again a quarter lease later).
-   */
-  extendable: () => boolean;
 }): { unsubscribe(): void } {
   return subscribeMessages({
     link: options.link,
@@ -212,7 +207,7 @@ export function serveRenewals(options: {
         shard: request.shard,
         nonce: request.nonce,
         version,
-        extended: version > 0 && request.acknowledged >= version && options.extendable(),
+        extended: version > 0 && request.acknowledged >= version,
       };
       msg.respond(options.signer.seal(Messages.renewReply, reply));
     },

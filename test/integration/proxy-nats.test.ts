@@ -68,7 +68,7 @@ describe('the proxy following its route table in NATS (a private NATS server, st
       return revision;
     };
     // The hub's side of the proxies' leases.
-    serveRenewals({ link: hub, signer, logger: silent, published: (_operator, shard) => published.get(shard) ?? 0, extendable: () => true });
+    serveRenewals({ link: hub, signer, logger: silent, published: (_operator, shard) => published.get(shard) ?? 0 });
     subscribeAcks({ link: hub, logger: silent, onAck: (ack) => acks.push(ack) });
     await admin.createNamespace({ body: { metadata: { name: ns } } });
     await admin.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: 'cm', labels: { [HASH_LABEL]: String(bucket(ns)) } } } });

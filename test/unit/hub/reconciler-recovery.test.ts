@@ -51,6 +51,7 @@ function setup(restored: () => BucketName[] = () => []) {
     leaseSeconds: 10,
     grantMarginMs: 0,
     leaderSince: 0,
+    clock: () => 0,
     historyLimit: 10,
     logger,
     metrics: createHubMetrics(createRegistry('hub')),
