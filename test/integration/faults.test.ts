@@ -394,7 +394,7 @@ describe.sequential('faults: one owner per unit under partitions, pauses, crashe
       const startAt = clock();
       await apply(home, root(1));
       // Killed once the revocation is decided, before the grant.
-      await eventually(() => expect(old.status().operators.find((o) => o.operator === operator)?.pending.some((p) => p.unit === unit)).toBe(true), 30_000, 2);
+      await eventually(() => expect(old.status().operators.find((o) => o.operator === operator)?.pending.some((p) => p.unit === unit)).toBe(true), 90_000, 2);
       const killAt = clock();
       await old.stop({ releaseLease: false });
       hubs.splice(hubs.indexOf(old), 1);
