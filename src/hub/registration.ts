@@ -2,7 +2,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import {
   Buckets,
   MESSAGE_SCHEMA_VERSION,
-  type ClusterIdentity,
+  endpointProblem,
   type ClusterRecord,
   type RegisterReply,
   type RegisterRequest,
@@ -35,18 +35,6 @@ export type RegistrationDecision =
 
 const refuse = (error: string): RegistrationDecision => ({ write: 'none', reply: { schema: MESSAGE_SCHEMA_VERSION, ok: false, error } });
 
-/** Why a cluster's endpoint cannot be registered: proxies refuse plain http and servers without a CA. */
-export function endpointProblem(cluster: ClusterIdentity): string | undefined {
-  let url: URL;
-  try {
-    url = new URL(cluster.server);
-  } catch {
-    return `server "${cluster.server}" is not a URL`;
-  }
-  if (url.protocol !== 'https:') return `server "${cluster.server}" is not https: proxies never send credentials in clear`;
-  if (!cluster.caPem.includes('-----BEGIN CERTIFICATE-----')) return 'no CA certificate: proxies verify the API server against it';
-  return undefined;
-}
 
 /**
  * What to answer and store for a registration (pure). A bootstrap token registers only the cluster it is bound

@@ -1,4 +1,4 @@
-import type { RouteTable } from '../transport/index.js';
+import { endpointProblem, type RouteTable } from '../transport/index.js';
 
 /**
  * How far past the proxy's own clock a table's version may be. The hub issues versions from its clock in
@@ -11,19 +11,12 @@ export const MAX_VERSION_AHEAD_MS = 24 * 60 * 60 * 1000;
 /**
  * Why a table must not be applied, whatever its source (signed NATS table, file, stored copy): a cluster reached
  * over plain http or without a CA would get the proxy's credentials in clear or unverified, and a version from
- * the future (above `now` + one day, `now` the proxy's clock in ms) would pin the proxy. `_applied` (the table
- * applied now) no longer matters to the judgement; it is kept so that callers need not change at once.
+ * the future (above `now` + one day, `now` the proxy's clock in ms) would pin the proxy.
  */
 export function tableRefusal(table: RouteTable, now: number): string | undefined {
   for (const cluster of table.clusters) {
-    let url: URL;
-    try {
-      url = new URL(cluster.server);
-    } catch {
-      return `cluster ${cluster.name}: server "${cluster.server}" is not a URL`;
-    }
-    if (url.protocol !== 'https:') return `cluster ${cluster.name}: server ${cluster.server} is not https (credentials would travel in clear)`;
-    if (!cluster.caPem.includes('-----BEGIN CERTIFICATE-----')) return `cluster ${cluster.name}: no CA certificate to verify ${cluster.server} with`;
+    const problem = endpointProblem(cluster);
+    if (problem) return `cluster ${cluster.name}: ${problem}`;
   }
   if (table.version > now + MAX_VERSION_AHEAD_MS) {
     return `version ${table.version} is more than a day ahead of this proxy's clock (${Math.floor(now)} ms): it would pin the proxy`;

@@ -1,5 +1,6 @@
 export {
   ClusterRouteSchema,
+  endpointProblem,
   ROUTE_TABLE_SCHEMA_VERSION,
   RouteTableSchema,
   type ClusterRoute,

@@ -61,3 +61,19 @@ export const RouteTableSchema = Type.Object(
 
 export type ClusterRoute = Static<typeof ClusterRouteSchema>;
 export type RouteTable = Static<typeof RouteTableSchema>;
+
+/**
+ * Why a cluster endpoint must not be used: a proxy sends its credentials to it, so it must be https and come with
+ * the CA that verifies it. The hub refuses to register such a cluster and a proxy refuses a table naming one.
+ */
+export function endpointProblem(cluster: { server: string; caPem: string }): string | undefined {
+  let url: URL;
+  try {
+    url = new URL(cluster.server);
+  } catch {
+    return `server "${cluster.server}" is not a URL`;
+  }
+  if (url.protocol !== 'https:') return `server "${cluster.server}" is not https: credentials would travel in clear`;
+  if (!cluster.caPem.includes('-----BEGIN CERTIFICATE-----')) return `no CA certificate to verify ${cluster.server} with`;
+  return undefined;
+}
