@@ -29,6 +29,17 @@ export default defineConfig({
       },
       {
         test: {
+          // A real node (containerd, kubelet) with the mesh helm-installed in pods: its own bed, started in the file.
+          name: 'node',
+          include: ['test/node/**/*.test.ts'],
+          environment: 'node',
+          testTimeout: 300_000,
+          hookTimeout: 1_500_000,
+          fileParallelism: false,
+        },
+      },
+      {
+        test: {
           // Faults timed through real proxies (about 3 minutes): never beside another integration file, whose load
           // would blur the timings; one file at a time, like the integration files, so it joins their sequential group.
           name: 'faults',

@@ -9,6 +9,13 @@ need_apt=()
 command -v setpriv >/dev/null || need_apt+=(util-linux)
 # Prometheus and promtool: the dashboards' test scrapes real processes and runs every panel's query.
 command -v prometheus >/dev/null && command -v promtool >/dev/null || need_apt+=(prometheus)
+# A real node (ctrlmesh dev up --node, the node test): containerd and runc run the pods, the CNI plugins wire them
+# (bridge, host-local, loopback, portmap), kube-proxy programs iptables and reads conntrack.
+command -v containerd >/dev/null || need_apt+=(containerd)
+command -v runc >/dev/null || need_apt+=(runc)
+[ -x /usr/lib/cni/bridge ] || need_apt+=(containernetworking-plugins)
+command -v iptables >/dev/null || need_apt+=(iptables)
+command -v conntrack >/dev/null || need_apt+=(conntrack)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing Debian packages: ${need_apt[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -25,5 +32,5 @@ echo "setup: npm ci"
 npm ci --no-audit --no-fund
 
 # Built here, up front, so a first run shows the (minutes long) build progress before the tests start.
-echo "setup: test servers (ctrlmesh dev tools)"
-node dist/src/cli/main.js dev tools
+echo "setup: test servers and a real node's components (ctrlmesh dev tools --node)"
+node dist/src/cli/main.js dev tools --node

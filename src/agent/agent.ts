@@ -27,9 +27,8 @@ import { connectAndRegister, type RegisteredLink } from './register.js';
 import { relatedResources } from './related.js';
 import { buildReport } from './report.js';
 import { shardingConfigStatus, statusChanged } from './sharding-status.js';
-import { registerWebhook, removeWebhook, startWebhookServer, WEBHOOK_PATH, type WebhookTls } from './webhook.js';
+import { registerWebhook, removeWebhook, startWebhookServer, WEBHOOK_PATH, type WebhookTarget, type WebhookTls } from './webhook.js';
 import { mintWebhookTls } from './webhook-tls.js';
-import { INJECT_PATH } from './sidecar-webhook.js';
 
 export interface AgentOptions {
   cluster: string;
@@ -57,7 +56,8 @@ export interface AgentOptions {
    * The admission webhook; omitted = no webhook (labels come from the labelling passes only). Without `tls` a CA
    * and serving certificate are minted in memory.
    */
-  webhook?: { tls?: WebhookTls; host: string; port: number; url?: string };
+  /** Without `target`, the API server calls https://HOST:PORT/mutate (HOST as listened on). */
+  webhook?: { tls?: WebhookTls; host: string; port: number; target?: WebhookTarget };
   /**
    * The proxy sidecar the webhook injects into labelled pods; omitted = no injection. `routeSigners` are the hub's
    * route-signing public keys; `secretName` the Secret, in each pod's namespace, with the proxy's credentials.
@@ -79,6 +79,7 @@ export const AGENT_DEFAULTS = {
 export interface AgentHandle {
   /** Base URL of /healthz, /readyz, /metrics. */
   url: string;
+  /** The labelling webhook's URL, when the API server calls it by URL (not through a Service). */
   webhookUrl?: string;
   stop(): Promise<void>;
 }
@@ -97,7 +98,7 @@ export async function startAgent(options: AgentOptions, deps: { logger: Logger; 
   metrics.natsConnected.set(1);
   if (options.installCrds) await installCrds(options.kc);
 
-  let webhookUrl: string | undefined;
+  let webhookTarget: WebhookTarget | undefined;
   let webhookServer: Awaited<ReturnType<typeof startWebhookServer>> | undefined;
   let webhookTls: WebhookTls | undefined;
   if (options.webhook) {
@@ -120,18 +121,18 @@ export async function startAgent(options: AgentOptions, deps: { logger: Logger; 
           }
         : {}),
     });
-    webhookUrl = options.webhook.url ?? `https://${options.webhook.host}:${webhookServer.port}${WEBHOOK_PATH}`;
+    webhookTarget = options.webhook.target ?? { url: `https://${options.webhook.host}:${webhookServer.port}${WEBHOOK_PATH}` };
   }
 
-  const injectUrl = webhookUrl && options.sidecar ? new URL(INJECT_PATH, webhookUrl).href : undefined;
-  const webhook = webhookUrl && webhookTls ? { url: webhookUrl, caPem: webhookTls.caPem, ...(injectUrl ? { injectUrl } : {}) } : undefined;
+  const webhook = webhookTarget && webhookTls ? { target: webhookTarget, caPem: webhookTls.caPem, inject: options.sidecar !== undefined } : undefined;
   const loop = new AgentLoop({ options, settings, link, registered, logger, metrics, signal: abort.signal, identity, webhook });
   await loop.start();
 
   const ops = Fastify({ logger: false });
   registerOpsRoutes(ops, { registry, readiness: () => loop.readiness() });
   const url = await ops.listen({ host: options.listen.host, port: options.listen.port });
-  logger.info({ url, webhookUrl }, 'agent running');
+  const webhookUrl = webhookTarget && 'url' in webhookTarget ? webhookTarget.url : undefined;
+  logger.info({ url, webhook: webhookTarget }, 'agent running');
   return {
     url,
     ...(webhookUrl ? { webhookUrl } : {}),
@@ -160,7 +161,7 @@ interface LoopContext {
   metrics: AgentMetrics;
   signal: AbortSignal;
   identity: { name: string; labels: Record<string, string>; server: string; caPem: string };
-  webhook: { url: string; caPem: string; injectUrl?: string } | undefined;
+  webhook: { target: WebhookTarget; caPem: string; inject: boolean } | undefined;
 }
 
 /** The agent's steady state: informers in, reports, heartbeats, labels, webhook rules and statuses out. */
@@ -279,9 +280,9 @@ class AgentLoop {
       await registerWebhook({
         kc: this.c.options.kc,
         cluster: this.c.options.cluster,
-        url: this.c.webhook.url,
+        target: this.c.webhook.target,
         caPem: this.c.webhook.caPem,
-        ...(this.c.webhook.injectUrl ? { injectUrl: this.c.webhook.injectUrl } : {}),
+        inject: this.c.webhook.inject,
         skip: this.c.options.skipNamespaces,
         resources: [...this.watch.related.values()].map((r) => ({ group: r.resource.group, resource: r.resource.resource })),
       });

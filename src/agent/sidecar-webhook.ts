@@ -1,4 +1,4 @@
-import { CustomObjectsApi, type KubeConfig, type V1MutatingWebhook } from '@kubernetes/client-node';
+import { CustomObjectsApi, type AdmissionregistrationV1WebhookClientConfig, type KubeConfig, type V1MutatingWebhook } from '@kubernetes/client-node';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { API_GROUP, API_VERSION, validateManifest, type LabelSelector } from '../api/index.js';
@@ -180,10 +180,10 @@ export function registerInjectionRoute(app: FastifyInstance, injector: SidecarIn
  * The webhook entry for pods: only labelled pods are sent (objectSelector, in every namespace), and failurePolicy
  * Fail, so a labelled pod is never created without its proxy; reinvoked when a later webhook changes the pod (injection is idempotent).
  */
-export function injectionWebhook(options: { url: string; caPem: string }): V1MutatingWebhook {
+export function injectionWebhook(clientConfig: AdmissionregistrationV1WebhookClientConfig): V1MutatingWebhook {
   return {
     name: 'pods.ctrlmesh.kusionstack.io',
-    clientConfig: { url: options.url, caBundle: Buffer.from(options.caPem).toString('base64') },
+    clientConfig,
     rules: [{ apiGroups: [''], apiVersions: ['v1'], operations: ['CREATE'], resources: ['pods'], scope: 'Namespaced' }],
     objectSelector: { matchLabels: { [ENABLE_PROXY_LABEL]: 'true' } },
     failurePolicy: 'Fail',

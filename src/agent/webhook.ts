@@ -1,10 +1,15 @@
 import Fastify, { type FastifyInstance } from 'fastify';
-import { AdmissionregistrationV1Api, type KubeConfig, type V1MutatingWebhookConfiguration } from '@kubernetes/client-node';
+import {
+  AdmissionregistrationV1Api,
+  type AdmissionregistrationV1WebhookClientConfig,
+  type KubeConfig,
+  type V1MutatingWebhookConfiguration,
+} from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { AgentMetrics } from '../metrics/index.js';
 import type { HashSettings } from '../sharding/index.js';
 import { admit, type AdmissionRequest } from './admission.js';
-import { injectionWebhook, registerInjectionRoute, type SidecarInjector } from './sidecar-webhook.js';
+import { INJECT_PATH, injectionWebhook, registerInjectionRoute, type SidecarInjector } from './sidecar-webhook.js';
 
 export interface WebhookTls {
   certPem: string;
@@ -46,17 +51,30 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
   return { app, port: typeof address === 'object' && address ? address.port : options.port };
 }
 
+/**
+ * Where the API server calls the agent: a URL (its path is the labelling route's, e.g. https://127.0.0.1:PORT/mutate),
+ * or a Service the API server resolves to the agent's pods itself; a `.svc` URL would need cluster DNS on the
+ * control plane, which many clusters do not give it.
+ */
+export type WebhookTarget = { url: string } | { service: { namespace: string; name: string; port: number } };
+
 export interface WebhookRegistration {
   kc: KubeConfig;
   cluster: string;
-  /** URL the API server calls, e.g. https://127.0.0.1:PORT/mutate. */
-  url: string;
+  target: WebhookTarget;
   caPem: string;
   skip: readonly string[];
   /** Related resources to label besides namespaces. */
   resources: readonly { group: string; resource: string }[];
-  /** URL of the sidecar injection route; omitted = no pod webhook. */
-  injectUrl?: string;
+  /** Whether to register the sidecar injection webhook (pods) too. */
+  inject: boolean;
+}
+
+/** The clientConfig of one of the agent's routes (`WEBHOOK_PATH` or the injection path) on its target. */
+export function webhookClientConfig(target: WebhookTarget, path: string, caPem: string): AdmissionregistrationV1WebhookClientConfig {
+  const caBundle = Buffer.from(caPem).toString('base64');
+  if ('url' in target) return { url: path === WEBHOOK_PATH ? target.url : new URL(path, target.url).href, caBundle };
+  return { service: { ...target.service, path }, caBundle };
 }
 
 /** One MutatingWebhookConfiguration per registered cluster name, so agents of different clusters never collide. */
@@ -66,7 +84,7 @@ export function webhookConfigurationName(cluster: string): string {
 
 /** The MutatingWebhookConfiguration pointing the API server at the agent (failurePolicy Ignore: never blocks). */
 export function webhookConfiguration(options: WebhookRegistration): V1MutatingWebhookConfiguration {
-  const clientConfig = { url: options.url, caBundle: Buffer.from(options.caPem).toString('base64') };
+  const clientConfig = webhookClientConfig(options.target, WEBHOOK_PATH, options.caPem);
   const namespaceSelector = {
     matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: [...options.skip] }],
   };
@@ -104,7 +122,7 @@ export function webhookConfiguration(options: WebhookRegistration): V1MutatingWe
             },
           ]
         : []),
-      ...(options.injectUrl ? [injectionWebhook({ url: options.injectUrl, caPem: options.caPem })] : []),
+      ...(options.inject ? [injectionWebhook(webhookClientConfig(options.target, INJECT_PATH, options.caPem))] : []),
     ],
   };
 }

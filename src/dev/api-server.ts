@@ -14,6 +14,14 @@ export interface ApiServerOptions extends ServerStartOptions {
   name: string;
   /** Where to write an audit log of every request at Metadata level (JSON lines), e.g. to judge what executed. */
   auditLogPath?: string;
+  /**
+   * Serve a real node (src/dev/node) too: listen on every interface and advertise `address` (the `kubernetes`
+   * Service's endpoint, which pods reach; 127.0.0.1 inside a pod is the pod), name it in the serving certificate,
+   * keep the ServiceAccount admission plugin (pods need their token volumes), authorize kubelets with the Node
+   * authorizer, and reach kubelets (logs, exec) with a client certificate of its own. Without it the server is
+   * envtest's: loopback only, no ServiceAccount admission.
+   */
+  node?: { address: string };
 }
 
 /** Every request, at Metadata level: who, verb, objectRef and request URI, no bodies. */
@@ -35,6 +43,8 @@ export interface ClusterInfo {
 
 export interface ApiServerHandle extends ClusterInfo, ServerControl {
   dir: string;
+  /** The address advertised to pods when started with `node`: a real node may join this cluster only then. */
+  nodeAddress?: string;
   /** A client certificate for another user, e.g. to test RBAC as an agent's service identity. */
   issueClientCertificate(user: string, groups?: string[]): Promise<IssuedCertificate>;
 }
@@ -61,7 +71,7 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
     commonName: 'kube-apiserver',
     usage: 'server',
     dnsNames: ['localhost', 'kubernetes', 'kubernetes.default', 'kubernetes.default.svc'],
-    ipAddresses: ['127.0.0.1', KUBERNETES_SERVICE_IP],
+    ipAddresses: ['127.0.0.1', KUBERNETES_SERVICE_IP, ...(options.node ? [options.node.address] : [])],
   });
   const admin = await issueCertificate({ ca, commonName: ADMIN_USER, organizations: ['system:masters'], usage: 'client' });
   const serviceAccount = await generateKeyPairPem();
@@ -73,7 +83,14 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
     saPrivate: join(dir, 'sa.key'),
     kubeconfig: join(dir, 'kubeconfig'),
     auditPolicy: join(dir, 'audit-policy.json'),
+    kubeletClientCert: join(dir, 'kubelet-client.crt'),
+    kubeletClientKey: join(dir, 'kubelet-client.key'),
   };
+  // kube-apiserver's identity towards kubelets: the kubelet checks it against the cluster CA and asks the API server
+  // (SubjectAccessReview) whether it may read logs or exec; system:masters may.
+  const kubeletClient = options.node
+    ? await issueCertificate({ ca, commonName: 'kube-apiserver-kubelet-client', organizations: ['system:masters'], usage: 'client' })
+    : undefined;
   await Promise.all([
     writeFile(files.ca, ca.certPem),
     writeFile(files.servingCert, serving.certPem),
@@ -82,11 +99,29 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
     writeFile(files.saPrivate, serviceAccount.privateKeyPem, { mode: 0o600 }),
     writeKubeconfig(files.kubeconfig, [{ name, server, caPem: ca.certPem, clientCertPem: admin.certPem, clientKeyPem: admin.keyPem }]),
     ...(options.auditLogPath === undefined ? [] : [writeFile(files.auditPolicy, AUDIT_POLICY)]),
+    ...(kubeletClient
+      ? [writeFile(files.kubeletClientCert, kubeletClient.certPem), writeFile(files.kubeletClientKey, kubeletClient.keyPem, { mode: 0o600 })]
+      : []),
   ]);
   const audit =
     options.auditLogPath === undefined
       ? []
       : [`--audit-policy-file=${files.auditPolicy}`, `--audit-log-path=${options.auditLogPath}`, '--audit-log-format=json', '--audit-log-mode=blocking'];
+  const network = options.node
+    ? [
+        '--bind-address=0.0.0.0',
+        `--advertise-address=${options.node.address}`,
+        // Node (a kubelet may read what its pods need and write its Node and pods' status) before RBAC; the
+        // NodeRestriction admission plugin keeps a kubelet to its own Node object.
+        '--authorization-mode=Node,RBAC',
+        '--enable-admission-plugins=NodeRestriction',
+        `--kubelet-client-certificate=${files.kubeletClientCert}`,
+        `--kubelet-client-key=${files.kubeletClientKey}`,
+        // The node's name is no DNS name: dial its InternalIP. No --kubelet-certificate-authority: the kubelet's
+        // serving certificate is self-signed, so it is not verified.
+        '--kubelet-preferred-address-types=InternalIP,Hostname',
+      ]
+    : ['--bind-address=127.0.0.1', '--advertise-address=127.0.0.1', '--disable-admission-plugins=ServiceAccount', '--authorization-mode=RBAC'];
 
   const identity = { caPem: ca.certPem, certPem: admin.certPem, keyPem: admin.keyPem };
   const apiServer = new ServerProcess({
@@ -102,12 +137,9 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
       `--tls-private-key-file=${files.servingKey}`,
       `--client-ca-file=${files.ca}`,
       `--secure-port=${port}`,
-      '--bind-address=127.0.0.1',
-      '--advertise-address=127.0.0.1',
+      ...network,
       `--service-cluster-ip-range=${SERVICE_CIDR}`,
       '--allow-privileged=true',
-      '--disable-admission-plugins=ServiceAccount',
-      '--authorization-mode=RBAC',
       `--service-account-issuer=${server}`,
       `--service-account-key-file=${files.saPublic}`,
       `--service-account-signing-key-file=${files.saPrivate}`,
@@ -129,6 +161,7 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
     clientKeyPem: admin.keyPem,
     kubeconfigPath: files.kubeconfig,
     dir,
+    ...(options.node ? { nodeAddress: options.node.address } : {}),
     issueClientCertificate: (user, groups = []) => issueCertificate({ ca, commonName: user, organizations: groups, usage: 'client' }),
   };
 }

@@ -17,9 +17,19 @@ export {
   type TestbedInfo,
   type TestbedOptions,
 } from './testbed.js';
-export { TOOL_NAMES, TOOL_SPECS, type ToolName } from './tool-specs.js';
+export { NODE_TOOL_NAMES, TOOL_NAMES, TOOL_SPECS, type ToolName } from './tool-specs.js';
 export { findTool, provisionTools, resolveTool, toolCacheDir, type ResolvedTool, type ToolOptions } from './tools.js';
 export { parseMetricsText, sumBy, type Sample } from './metrics-text.js';
 export { prometheusConfig, startPrometheus, type PrometheusHandle, type PrometheusOptions, type ScrapeTarget } from './prometheus.js';
 export { dashboardQueries, executableQuery, metricFamilies, type DashboardQuery } from './dashboard-queries.js';
 export { DEMO_NAMESPACE, DEMO_OPERATOR, startDemoMesh, type DemoMesh, type DemoMeshOptions, type DemoShard } from './demo-mesh.js';
+export * from './images/index.js';
+export { nodeAddress, type NodeAddress } from './node/address.js';
+export { cleanupNodeLeftovers, DEFAULT_SANDBOX_IMAGE, describeCleanup, startNode, type NodeCleanupReport, type NodeHandle, type NodeKubeconfigs, type NodeOptions } from './node/node.js';
+export { CLUSTER_CIDR, cniConfList, POD_BRIDGE, POD_SUBNET } from './node/cni.js';
+export { containerdConfigText, containerdPaths, type ContainerdPaths } from './node/containerd.js';
+export { kubeletConfig, podResolvConf } from './node/kubelet.js';
+export { kubeProxyConfig, type ProxyMode } from './node/kube-proxy.js';
+export { schedulerConfig } from './node/control-plane.js';
+export { startNodeBed, NODE_BED_INFO_FILE, type NodeBed, type NodeBedInfo, type NodeBedOptions } from './node-bed.js';
+export { installMesh, MESH_NAMESPACE, type InstalledMesh, type MeshInstallOptions } from './mesh/install.js';

@@ -1,6 +1,8 @@
 /** The test servers and clients (and helm, which checks the charts) ControllerMesh builds from pinned Go modules. */
 export const TOOL_NAMES = ['etcd', 'nats-server', 'kube-apiserver', 'kubectl', 'helm'] as const;
-export type ToolName = (typeof TOOL_NAMES)[number];
+/** What a real node adds (`ctrlmesh dev up --node`): built only when a node is asked for. */
+export const NODE_TOOL_NAMES = ['kubelet', 'kube-proxy', 'kube-scheduler', 'kube-controller-manager', 'sample-controller'] as const;
+export type ToolName = (typeof TOOL_NAMES)[number] | (typeof NODE_TOOL_NAMES)[number];
 
 const KUBERNETES_VERSION = 'v1.33.13';
 // -X flags give the binaries a true /version (a plain module build reports v0.0.0).
@@ -50,16 +52,16 @@ export const TOOL_SPECS: Record<ToolName, ToolSpec> = {
     version: KUBERNETES_VERSION,
     envVar: 'CTRLMESH_KUBE_APISERVER',
     inKubebuilderAssets: true,
-    recipe: { kind: 'build', moduleDir: 'kube-apiserver', pkg: 'k8s.io/kubernetes/cmd/kube-apiserver', ldflags: KUBERNETES_LDFLAGS },
-    origin: 'k8s.io/kubernetes (tools/kube-apiserver)',
+    recipe: { kind: 'build', moduleDir: 'kubernetes', pkg: 'k8s.io/kubernetes/cmd/kube-apiserver', ldflags: KUBERNETES_LDFLAGS },
+    origin: 'k8s.io/kubernetes (tools/kubernetes)',
   },
   kubectl: {
     name: 'kubectl',
     version: KUBERNETES_VERSION,
     envVar: 'CTRLMESH_KUBECTL',
     inKubebuilderAssets: true,
-    recipe: { kind: 'build', moduleDir: 'kube-apiserver', pkg: 'k8s.io/kubernetes/cmd/kubectl', ldflags: KUBERNETES_LDFLAGS },
-    origin: 'k8s.io/kubernetes (tools/kube-apiserver)',
+    recipe: { kind: 'build', moduleDir: 'kubernetes', pkg: 'k8s.io/kubernetes/cmd/kubectl', ldflags: KUBERNETES_LDFLAGS },
+    origin: 'k8s.io/kubernetes (tools/kubernetes)',
   },
   helm: {
     name: 'helm',
@@ -69,4 +71,30 @@ export const TOOL_SPECS: Record<ToolName, ToolSpec> = {
     recipe: { kind: 'install', pkg: 'helm.sh/helm/v3/cmd/helm@v3.21.4', binaryName: 'helm', ldflags: '-s -w' },
     origin: 'helm.sh/helm/v3',
   },
+  kubelet: kubernetesNodeTool('kubelet', 'CTRLMESH_KUBELET'),
+  'kube-proxy': kubernetesNodeTool('kube-proxy', 'CTRLMESH_KUBE_PROXY'),
+  'kube-scheduler': kubernetesNodeTool('kube-scheduler', 'CTRLMESH_KUBE_SCHEDULER'),
+  'kube-controller-manager': kubernetesNodeTool('kube-controller-manager', 'CTRLMESH_KUBE_CONTROLLER_MANAGER'),
+  'sample-controller': {
+    name: 'sample-controller',
+    // The newest v0.33 the Go module proxy serves (v0.33.5 and later are not published there).
+    version: 'v0.33.4',
+    envVar: 'CTRLMESH_SAMPLE_CONTROLLER',
+    inKubebuilderAssets: false,
+    // Built in the Kubernetes wrapper module, so it shares its compiled client-go (v0.33.13) with the binaries above.
+    recipe: { kind: 'build', moduleDir: 'kubernetes', pkg: 'k8s.io/sample-controller', ldflags: '-s -w' },
+    origin: 'k8s.io/sample-controller (tools/kubernetes; the upstream example operator, unmodified)',
+  },
 };
+
+/** A node component built from the same pinned k8s.io/kubernetes module as kube-apiserver. */
+function kubernetesNodeTool(name: ToolName, envVar: string): ToolSpec {
+  return {
+    name,
+    version: KUBERNETES_VERSION,
+    envVar,
+    inKubebuilderAssets: false,
+    recipe: { kind: 'build', moduleDir: 'kubernetes', pkg: `k8s.io/kubernetes/cmd/${name}`, ldflags: KUBERNETES_LDFLAGS },
+    origin: 'k8s.io/kubernetes (tools/kubernetes)',
+  };
+}

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { ToolError } from './errors.js';
 import { withFileLock } from './file-lock.js';
 import { goBuild } from './go-build.js';
-import { TOOL_NAMES, TOOL_SPECS, type ToolName } from './tool-specs.js';
+import { NODE_TOOL_NAMES, TOOL_NAMES, TOOL_SPECS, type ToolName } from './tool-specs.js';
 
 export interface ToolOptions {
   env?: NodeJS.ProcessEnv;
@@ -82,9 +82,9 @@ export async function findTool(name: ToolName, env: NodeJS.ProcessEnv = process.
   return (await isExecutable(target)) ? found(target, 'cache') : undefined;
 }
 
-/** Resolves every tool, one build at a time (builds are heavy on a 2-core machine). */
-export async function provisionTools(options: ToolOptions = {}): Promise<ResolvedTool[]> {
+/** Resolves every tool (with `node`, also a real node's), one build at a time (builds are heavy on a 2-core machine). */
+export async function provisionTools(options: ToolOptions & { node?: boolean } = {}): Promise<ResolvedTool[]> {
   const resolved: ResolvedTool[] = [];
-  for (const name of TOOL_NAMES) resolved.push(await resolveTool(name, options));
+  for (const name of [...TOOL_NAMES, ...(options.node ? NODE_TOOL_NAMES : [])]) resolved.push(await resolveTool(name, options));
   return resolved;
 }

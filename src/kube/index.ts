@@ -1,3 +1,4 @@
-export { clusterEndpoint, loadKubeConfig } from './kubeconfig.js';
+export { isApiStatus } from './api-status.js';
+export { clusterEndpoint, inClusterKubeConfig, loadKubeConfig } from './kubeconfig.js';
 export { watchCollection, type WatchCollectionOptions, type WatchedCollection } from './informer.js';
 export { resolveResources, type ResolvedResource } from './resources.js';

@@ -33,6 +33,8 @@ export interface ConnectOptions {
   reconnectWaitMs?: number;
 }
 
+const CONNECT_PROGRESS_MS = 10_000;
+
 /**
  * Connects to NATS and keeps reconnecting forever, including when the server is not up yet at start.
  * Connection trouble becomes a `ConnectionEvent` (and a log line) rather than an exception.
@@ -41,6 +43,14 @@ export async function connectNats(options: ConnectOptions): Promise<NatsLink> {
   const { logger, config } = options;
   for (const warning of natsConfigWarnings(config)) logger.warn(warning);
   let nc: NatsConnection;
+  // nats.js retries the first connection silently (a refused TLS handshake included): say that we are still waiting.
+  const startedAt = Date.now();
+  const waiting = setInterval(() => {
+    logger.warn(
+      { servers: config.servers, waitedSeconds: Math.round((Date.now() - startedAt) / 1000) },
+      'still connecting to NATS: check the URL, that the server certificate names that host (and --nats-ca signed it), and the credentials',
+    );
+  }, CONNECT_PROGRESS_MS);
   try {
     nc = await connect({
       ...natsConnectionOptions(config),
@@ -58,6 +68,8 @@ export async function connectNats(options: ConnectOptions): Promise<NatsLink> {
     throw new CtrlmeshError(ErrorCodes.NATS, `cannot connect to NATS at ${config.servers.join(',')}: ${(err as Error).message}`, {
       cause: err,
     });
+  } finally {
+    clearInterval(waiting);
   }
   let state: ConnectionState = 'connected';
   const listeners = new Set<(event: ConnectionEvent) => void>();

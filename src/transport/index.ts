@@ -46,6 +46,7 @@ export { publishMessage, requestMessage, respondMessage, subscribeMessages, type
 export { RouteTableKind, SignedEnvelopeSchema, openRenewal, openRouteTable, openSealed, routeSigner, type RouteSigner } from './route-signing.js';
 export {
   natsConfigWarnings,
+  serverIdentityCheck,
   natsConnectionOptions,
   credentialsPublicKey,
   credsJwt,

@@ -1,4 +1,6 @@
 import { readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
+import { checkServerIdentity, type ConnectionOptions as NodeTlsOptions, type PeerCertificate } from 'node:tls';
 import {
   credsAuthenticator,
   jwtAuthenticator,
@@ -7,6 +9,7 @@ import {
   usernamePasswordAuthenticator,
   type Authenticator,
   type ConnectionOptions,
+  type TlsOptions,
 } from '@nats-io/transport-node';
 import { fromSeed } from '@nats-io/nkeys';
 import { CtrlmeshError, ErrorCodes } from '../errors.js';
@@ -98,18 +101,39 @@ function authenticator(credentials: NatsCredentials): Authenticator {
 
 /** The nats.js options of a config (servers, TLS, authenticator, inbox prefix). */
 export function natsConnectionOptions(config: NatsClientConfig): Pick<ConnectionOptions, 'servers' | 'tls' | 'authenticator' | 'inboxPrefix'> {
+  // nats.js hands its TLS options on to Node's tls.connect, which takes checkServerIdentity.
+  const tls: TlsOptions & Pick<NodeTlsOptions, 'checkServerIdentity'> | undefined = config.tls && {
+    caFile: config.tls.caFile,
+    ...(config.tls.certFile ? { certFile: config.tls.certFile } : {}),
+    ...(config.tls.keyFile ? { keyFile: config.tls.keyFile } : {}),
+    checkServerIdentity: serverIdentityCheck(config.servers),
+  };
   return {
     servers: [...config.servers],
-    ...(config.tls
-      ? {
-          tls: {
-            caFile: config.tls.caFile,
-            ...(config.tls.certFile ? { certFile: config.tls.certFile } : {}),
-            ...(config.tls.keyFile ? { keyFile: config.tls.keyFile } : {}),
-          },
-        }
-      : {}),
+    ...(tls ? { tls } : {}),
     ...(config.credentials ? { authenticator: authenticator(config.credentials), inboxPrefix: inboxPrefixFor(config.credentials) } : {}),
+  };
+}
+
+/** The host of a server URL (`tls://10.0.0.10:4222`, `nats://[::1]:4222`), without IPv6 brackets. */
+function urlHost(server: string): string {
+  const withScheme = /^[a-z]+:\/\//i.test(server) ? server : `nats://${server}`;
+  return new URL(withScheme).hostname.replace(/^\[(.*)\]$/, '$1');
+}
+
+/**
+ * Checks the server certificate's name. nats.js gives TLS no name for a server URL that is an IP address (an IP
+ * may not be an SNI name), so Node would check the certificate against "localhost": a certificate naming the
+ * server's IP would fail, and one naming localhost would pass for any server. For that fallback the certificate
+ * must name one of the configured servers instead; a named host is checked as usual.
+ */
+export function serverIdentityCheck(servers: readonly string[]): (name: string, cert: PeerCertificate) => Error | undefined {
+  const hosts = servers.map(urlHost);
+  const fallback = [...new Set(hosts.filter((h) => isIP(h) !== 0 || h === 'localhost'))];
+  return (name, cert) => {
+    if (name !== 'localhost' || fallback.length === 0) return checkServerIdentity(name, cert);
+    if (fallback.some((host) => checkServerIdentity(host, cert) === undefined)) return undefined;
+    return new Error(`the NATS server's certificate names none of the configured servers (${fallback.join(', ')})`);
   };
 }
 

@@ -1,6 +1,6 @@
 import { AGENT_DEFAULTS, startAgent, type AgentOptions } from '../../agent/index.js';
 import { UsageError } from '../../errors.js';
-import { loadKubeConfig } from '../../kube/index.js';
+import { inClusterKubeConfig, loadKubeConfig } from '../../kube/index.js';
 import { HASH_ALGORITHMS, type HashAlgorithm } from '../../sharding/index.js';
 import { intValue, requiredString, stringList, stringValue, type Command, type CommandContext } from '../command.js';
 import { parseLabels, parseListen, readFlagFile, readTokens, untilAborted } from './flags.js';
@@ -40,20 +40,30 @@ function webhookOptions(ctx: CommandContext): AgentOptions['webhook'] {
   if ((cert || key || ca) && !(cert && key && ca)) throw new UsageError('--webhook-cert, --webhook-key and --webhook-ca go together');
   const listen = parseListen('webhook-listen', listenFlag ?? '127.0.0.1:9443');
   const url = stringValue(ctx, 'webhook-url');
+  const service = stringValue(ctx, 'webhook-service');
+  if (url && service) throw new UsageError('--webhook-url and --webhook-service exclude each other: the API server calls one or the other');
   return {
     ...(cert && key && ca
       ? { tls: { certPem: readFlagFile('webhook-cert', cert), keyPem: readFlagFile('webhook-key', key), caPem: readFlagFile('webhook-ca', ca) } }
       : {}),
     host: listen.host,
     port: listen.port,
-    ...(url ? { url } : {}),
+    ...(url ? { target: { url } } : service ? { target: { service: parseWebhookService(service) } } : {}),
   };
+}
+
+/** `NAMESPACE/NAME[:PORT]` (port 443 by default), the Service in front of the agent's webhook. */
+function parseWebhookService(value: string): { namespace: string; name: string; port: number } {
+  const match = /^([a-z0-9]([-a-z0-9]*[a-z0-9])?)\/([a-z0-9]([-a-z0-9]*[a-z0-9])?)(?::(\d{1,5}))?$/.exec(value);
+  const port = match?.[5] === undefined ? 443 : Number(match[5]);
+  if (!match || port < 1 || port > 65535) throw new UsageError(`--webhook-service must be NAMESPACE/NAME[:PORT] (a Service of this cluster), not "${value}"`);
+  return { namespace: match[1] as string, name: match[3] as string, port };
 }
 
 export const agentCommand: Command = {
   name: 'agent',
   summary: "Run one cluster's agent: register it with the hub, report it, label it, serve its admission webhook.",
-  usage: '--cluster NAME --kubeconfig FILE --nats URL --token-file FILE [options]',
+  usage: '--cluster NAME [--kubeconfig FILE] --nats URL --token-file FILE [options]',
   details: [
     'The agent is the only ControllerMesh process holding the cluster\'s admin credentials; the hub only gets its',
     'name, labels, API endpoint and CA. With --webhook-listen it serves a mutating webhook over TLS and registers',
@@ -62,7 +72,11 @@ export const agentCommand: Command = {
   ].join('\n'),
   options: {
     cluster: { type: 'string', valueName: 'NAME', description: 'name of this cluster in the registry' },
-    kubeconfig: { type: 'string', valueName: 'FILE', description: "kubeconfig with the cluster's admin credentials" },
+    kubeconfig: {
+      type: 'string',
+      valueName: 'FILE',
+      description: "kubeconfig with the cluster's admin credentials (default: in a pod, the pod's service account)",
+    },
     ...natsOptions,
     'token-file': { type: 'string', valueName: 'FILE', description: 'bootstrap token of this cluster (first line)' },
     label: { type: 'string', multiple: true, valueName: 'KEY=VALUE', description: 'cluster label for the registry (repeatable)' },
@@ -71,6 +85,11 @@ export const agentCommand: Command = {
     listen: { type: 'string', valueName: 'HOST:PORT', description: `/healthz /readyz /metrics (default ${AGENT_DEFAULTS.listen.host}:${AGENT_DEFAULTS.listen.port})` },
     'webhook-listen': { type: 'string', valueName: 'HOST:PORT', description: 'webhook address (default 127.0.0.1:9443)' },
     'webhook-url': { type: 'string', valueName: 'URL', description: 'URL the API server calls (default https://HOST:PORT/mutate)' },
+    'webhook-service': {
+      type: 'string',
+      valueName: 'NAMESPACE/NAME[:PORT]',
+      description: 'instead of --webhook-url: the Service in front of the agent, which the API server resolves itself (port 443 by default)',
+    },
     'webhook-cert': { type: 'string', valueName: 'FILE', description: 'webhook serving certificate (PEM)' },
     'webhook-key': { type: 'string', valueName: 'FILE', description: 'its private key (PEM)' },
     'webhook-ca': { type: 'string', valueName: 'FILE', description: 'CA that signed it (becomes the caBundle)' },
@@ -95,6 +114,7 @@ export const agentCommand: Command = {
     }
     const listen = stringValue(ctx, 'listen');
     const advertised = stringValue(ctx, 'advertise-server');
+    const kubeconfig = stringValue(ctx, 'kubeconfig');
     const webhook = webhookOptions(ctx);
     const sidecar = sidecarOptions(ctx);
     if (sidecar && !webhook) throw new UsageError('--proxy-image needs the webhook (--webhook-listen)');
@@ -102,7 +122,7 @@ export const agentCommand: Command = {
       ...AGENT_DEFAULTS,
       cluster: requiredString(ctx, 'cluster'),
       clusterLabels: parseLabels('label', stringList(ctx, 'label')),
-      kc: loadKubeConfig(requiredString(ctx, 'kubeconfig')),
+      kc: kubeconfig ? loadKubeConfig(kubeconfig) : inClusterKubeConfig(ctx.env),
       nats: requiredNatsConfig(ctx),
       token: readTokens(requiredString(ctx, 'token-file'))[0] as string,
       hash: { algorithm: algorithm as HashAlgorithm },

@@ -1,14 +1,20 @@
-import { resolve } from 'node:path';
+import { existsSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import {
+  cleanupNodeLeftovers,
+  describeCleanup,
   findTool,
   provisionTools,
+  startNodeBed,
   startTestbed,
   stopLeftovers,
+  type NodeBed,
   livePidRecords,
   recordOwner,
   TestbedError,
   type Testbed,
 } from '../../dev/index.js';
+import { UsageError } from '../../errors.js';
 import { intValue, stringValue, type Command, type CommandContext } from '../command.js';
 
 const DEFAULT_DIR = '.ctrlmesh/dev';
@@ -20,16 +26,24 @@ function bedDir(ctx: CommandContext): string {
   return resolve(stringValue(ctx, 'dir') ?? DEFAULT_DIR);
 }
 
+const nodeOption = {
+  node: {
+    type: 'boolean',
+    description: 'also a real node: kubelet, kube-proxy, kube-scheduler, kube-controller-manager, sample-controller (needs root, containerd, runc)',
+  },
+} as const;
+
 const toolsCommand: Command = {
   name: 'tools',
-  summary: 'Find or build (once, into the cache) kube-apiserver, kubectl, etcd and nats-server; print their paths.',
-  usage: '[options]',
+  summary: 'Find or build (once, into the cache) kube-apiserver, kubectl, etcd, nats-server and helm; print their paths.',
+  usage: '[--node]',
   details:
     'Binaries are cached in ${XDG_CACHE_HOME:-~/.cache}/ctrlmesh/bin. CTRLMESH_KUBE_APISERVER, CTRLMESH_KUBECTL,\n' +
     'CTRLMESH_ETCD and CTRLMESH_NATS_SERVER name existing binaries; KUBEBUILDER_ASSETS is honoured too.',
-  options: {},
+  options: { ...nodeOption },
   run: async (ctx) => {
-    const tools = await provisionTools({ env: ctx.env, signal: ctx.signal, onProgress: (m) => ctx.logger.info(m) });
+    const node = ctx.values.node === true;
+    const tools = await provisionTools({ env: ctx.env, signal: ctx.signal, onProgress: (m) => ctx.logger.info(m), node });
     for (const t of tools) ctx.stdout.write(`${t.name.padEnd(16)}${t.version.padEnd(10)}${t.path}  (${t.source})\n`);
     return 0;
   },
@@ -60,11 +74,49 @@ function describe(bed: Testbed, seconds: number, kubectl: string): string {
   return lines.join('\n');
 }
 
+function describeNodeBed(bed: NodeBed, seconds: number, kubectl: string): string {
+  const { info } = bed;
+  const s = (ms: number): string => `${(ms / 1000).toFixed(1)} s`;
+  return [
+    `ctrlmesh on a real node ready in ${seconds.toFixed(1)} s (dir ${info.dir})`,
+    `  ${info.cluster.name.padEnd(12)}${info.cluster.server.padEnd(26)}kubeconfig ${info.cluster.kubeconfigPath}`,
+    `  ${'node'.padEnd(12)}${info.node.name} at ${info.node.address}; containerd ${info.node.containerdAddress}`,
+    `  ${'mesh'.padEnd(12)}namespace ${info.mesh.namespace}: NATS (JetStream) at ${info.mesh.natsUrl}, hub x2, agent (webhooks, injection)`,
+    `  ${''.padEnd(12)}identities and helm values in ${info.dir}/mesh; route-signing key ${info.mesh.auth.routeSigningPublicKey}`,
+    `  ${'images'.padEnd(12)}${Object.values(info.images).join(', ')}`,
+    `  ${'timings'.padEnd(12)}builds ${s(info.timings.buildMs)}, node Ready ${s(info.timings.nodeReadyMs)}, mesh Ready ${s(info.timings.meshReadyMs)}`,
+    '',
+    `Try: ${kubectl} --kubeconfig ${info.cluster.kubeconfigPath} get pods -A`,
+    'Label an operator\'s pods ctrlmesh.kusionstack.io/enable-proxy=true, with a ShardingConfig selecting them and the',
+    'proxy Secret in their namespace (docs/install.md), and the agent injects the proxy sidecar.',
+    `Stop with Ctrl-C (or \`ctrlmesh dev down --dir ${info.dir}\` from another shell).`,
+    '',
+  ].join('\n');
+}
+
+/** Waits for Ctrl-C (or `dev down`), then stops the bed. */
+async function serveUntilStopped(ctx: CommandContext, down: () => Promise<void>, description: () => Promise<string>): Promise<void> {
+  try {
+    ctx.stdout.write(await description());
+    if (!ctx.signal.aborted) await new Promise((done) => ctx.signal.addEventListener('abort', done, { once: true }));
+  } finally {
+    ctx.logger.info('stopping the test bed');
+    await down();
+    ctx.stdout.write('ctrlmesh test bed stopped\n');
+  }
+}
+
 const upCommand: Command = {
   name: 'up',
   summary: 'Start local clusters (etcd + one kube-apiserver each) and NATS with JetStream; stop them on Ctrl-C.',
-  usage: '[--clusters N] [--nats-servers N] [--dir DIR]',
+  usage: '[--clusters N] [--nats-servers N] [--dir DIR] | --node [--dir DIR]',
+  details: [
+    'With --node: one cluster with a real node instead (containerd and runc from Debian, kubelet, kube-proxy,',
+    'kube-scheduler and kube-controller-manager from the pinned Kubernetes module; root only), the project\'s images',
+    'built here and imported into containerd, and NATS, the hub and the agent installed into it with helm.',
+  ].join('\n'),
   options: {
+    ...nodeOption,
     clusters: { type: 'string', valueName: 'N', description: 'how many clusters, named cluster-a, cluster-b, ... (default 2)' },
     'nats-servers': {
       type: 'string',
@@ -86,7 +138,16 @@ const upCommand: Command = {
     const started = Date.now();
     // `ctrlmesh dev down` from another shell finds this process and asks it to stop the bed in order.
     const forgetOwner = await recordOwner(dir, 'ctrlmesh dev up');
+    const kubectl = async (): Promise<string> => (await findTool('kubectl', ctx.env))?.path ?? 'kubectl';
     try {
+      if (ctx.values.node === true) {
+        if (ctx.values.clusters !== undefined || ctx.values['nats-servers'] !== undefined) {
+          throw new UsageError('--node starts one cluster with one NATS server in it: drop --clusters and --nats-servers');
+        }
+        const bed = await startNodeBed({ dir, env: ctx.env, logger: ctx.logger, signal: ctx.signal, onProgress: (m) => ctx.logger.info(m) });
+        await serveUntilStopped(ctx, () => bed.down(), async () => describeNodeBed(bed, (Date.now() - started) / 1000, await kubectl()));
+        return 0;
+      }
       const bed = await startTestbed({
         clusters,
         natsServers,
@@ -96,15 +157,7 @@ const upCommand: Command = {
         signal: ctx.signal,
         onProgress: (m) => ctx.logger.info(m),
       });
-      try {
-        const kubectl = (await findTool('kubectl', ctx.env))?.path ?? 'kubectl';
-        ctx.stdout.write(describe(bed, (Date.now() - started) / 1000, kubectl));
-        if (!ctx.signal.aborted) await new Promise((done) => ctx.signal.addEventListener('abort', done, { once: true }));
-      } finally {
-        ctx.logger.info('stopping the test bed');
-        await bed.down();
-        ctx.stdout.write('ctrlmesh test bed stopped\n');
-      }
+      await serveUntilStopped(ctx, () => bed.down(), async () => describe(bed, (Date.now() - started) / 1000, await kubectl()));
     } finally {
       await forgetOwner();
     }
@@ -120,8 +173,11 @@ const downCommand: Command = {
   run: async (ctx) => {
     const dir = bedDir(ctx);
     const stopped = await stopLeftovers(dir);
-    if (stopped.length === 0) ctx.stdout.write(`nothing running in ${dir}\n`);
+    // A real node leaves containers, shims, mounts and rules behind its daemons.
+    const node = existsSync(join(dir, 'node')) ? describeCleanup(await cleanupNodeLeftovers(join(dir, 'node'))) : undefined;
+    if (stopped.length === 0 && !node) ctx.stdout.write(`nothing running in ${dir}\n`);
     for (const r of stopped) ctx.stdout.write(`stopped ${r.name} (pid ${r.pid})\n`);
+    if (node) ctx.stdout.write(`removed what the node left: ${node}\n`);
     return 0;
   },
 };

@@ -1,6 +1,7 @@
+import type { PeerCertificate } from 'node:tls';
 import { createUser } from '@nats-io/nkeys';
 import { describe, expect, it } from 'vitest';
-import { inboxPrefixFor, natsConfigWarnings } from '../../../src/transport/index.js';
+import { inboxPrefixFor, natsConfigWarnings, serverIdentityCheck } from '../../../src/transport/index.js';
 
 describe('NATS client config', () => {
   it('warns of a plain connection to another host, not of loopback or TLS', () => {
@@ -14,5 +15,23 @@ describe('NATS client config', () => {
     const user = createUser();
     expect(inboxPrefixFor({ kind: 'jwt', jwt: 'x.y.z', seed: user.getSeed() })).toBe(`_INBOX_${user.getPublicKey()}`);
     expect(inboxPrefixFor(undefined)).toBe('_INBOX');
+  });
+});
+
+describe('the NATS server certificate check', () => {
+  // What Node's checkServerIdentity reads of a peer certificate.
+  const cert = (altNames: string): PeerCertificate => ({ subject: { CN: 'nats' }, subjectaltname: altNames }) as unknown as PeerCertificate;
+
+  it('checks a server reached by IP against that IP, not against the "localhost" Node falls back to', () => {
+    const check = serverIdentityCheck(['tls://10.0.0.10:4222']);
+    expect(check('localhost', cert('IP Address:10.0.0.10'))).toBeUndefined();
+    expect(check('localhost', cert('DNS:localhost'))).toBeInstanceOf(Error);
+    expect(check('localhost', cert('IP Address:10.0.0.11'))).toBeInstanceOf(Error);
+  });
+
+  it('checks a named server by its name', () => {
+    const check = serverIdentityCheck(['tls://nats.example:4222']);
+    expect(check('nats.example', cert('DNS:nats.example'))).toBeUndefined();
+    expect(check('nats.example', cert('DNS:other.example'))).toBeInstanceOf(Error);
   });
 });

@@ -1,0 +1,68 @@
+import { AppsV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, KubernetesObjectApi, RbacAuthorizationV1Api, type KubernetesObject, type V1Pod } from '@kubernetes/client-node';
+import { isApiStatus } from '../../src/kube/index.js';
+import { eventually } from '../integration/control-fixture.js';
+
+/** The admin's clients of the node's cluster. */
+export interface Clients {
+  kc: KubeConfig;
+  core: CoreV1Api;
+  apps: AppsV1Api;
+  rbac: RbacAuthorizationV1Api;
+  custom: CustomObjectsApi;
+  objects: KubernetesObjectApi;
+}
+
+export function clients(kubeconfigPath: string): Clients {
+  const kc = new KubeConfig();
+  kc.loadFromFile(kubeconfigPath);
+  return {
+    kc,
+    core: kc.makeApiClient(CoreV1Api),
+    apps: kc.makeApiClient(AppsV1Api),
+    rbac: kc.makeApiClient(RbacAuthorizationV1Api),
+    custom: kc.makeApiClient(CustomObjectsApi),
+    objects: KubernetesObjectApi.makeApiClient(kc),
+  };
+}
+
+/** Server-side apply of each object, as `kubectl apply --server-side` does. */
+export async function applyAll(c: Clients, objects: readonly KubernetesObject[]): Promise<void> {
+  for (const obj of objects) {
+    await c.objects.patch(obj, undefined, undefined, 'ctrlmesh-node-test', true, 'application/apply-patch+yaml');
+  }
+}
+
+/** Deletes an object; already gone is fine. */
+export async function deleteIfPresent(remove: () => Promise<unknown>): Promise<void> {
+  try {
+    await remove();
+  } catch (err) {
+    if (!isApiStatus(err, 404)) throw err;
+  }
+}
+
+export function isReady(pod: V1Pod): boolean {
+  return pod.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
+}
+
+/** Waits until `count` pods match the selector, every one Ready, and returns them by name. */
+export async function readyPods(c: Clients, namespace: string, selector: string, count: number, timeoutMs = 240_000): Promise<V1Pod[]> {
+  return eventually(
+    async () => {
+      const pods = (await c.core.listNamespacedPod({ namespace, labelSelector: selector })).items.filter((p) => !p.metadata?.deletionTimestamp);
+      const ready = pods.filter(isReady);
+      if (pods.length !== count || ready.length !== count) {
+        const states = pods.map((p) => `${p.metadata?.name}: ${p.status?.phase} ${JSON.stringify(p.status?.containerStatuses?.map((s) => s.state) ?? [])}`);
+        throw new Error(`${ready.length}/${count} pods Ready for ${selector} in ${namespace}: ${states.join('; ')}`);
+      }
+      return pods.sort((a, b) => (a.metadata?.name ?? '').localeCompare(b.metadata?.name ?? ''));
+    },
+    timeoutMs,
+    1000,
+  );
+}
+
+/** A container's log, through the API server and the kubelet, as `kubectl logs` reads it. */
+export async function podLog(c: Clients, namespace: string, pod: string, container: string, previous = false): Promise<string> {
+  return c.core.readNamespacedPodLog({ name: pod, namespace, container, previous });
+}
