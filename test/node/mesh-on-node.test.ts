@@ -1,4 +1,4 @@
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AdmissionregistrationV1Api, PatchStrategy, setHeaderOptions, type V1Pod } from '@kubernetes/client-node';
@@ -61,7 +61,7 @@ describe('the mesh on a real node: helm-installed, injected, sharded operators i
     name: 'sample-operator',
     prefix: 'demo',
     image,
-    command: ['/usr/bin/node', '/app/dist/src/sample-operator/main.js'],
+    command: ['/usr/local/bin/node', '/app/dist/src/sample-operator/main.js'],
     args: ['--kubeconfig=/dev/null', '--shard=$(POD_NAME)', '--selector=app=demo', '--timestamps'],
     resources: [{ apiGroups: [''], resources: ['configmaps'], verbs: ['get', 'list', 'watch', 'patch', 'update'] }],
   });
@@ -106,7 +106,9 @@ describe('the mesh on a real node: helm-installed, injected, sharded operators i
     new Map(await Promise.all(pods.map(async (p) => [p.metadata?.name as string, await podLog(c, op.namespace, p.metadata?.name as string, 'operator')] as const)));
 
   beforeAll(async () => {
-    dir = await mkdtemp(join(tmpdir(), 'ctrlmesh-node-'));
+    // One fixed place: a run killed before its cleanup leaves containers and mounts there, which the next run's
+    // node start removes (there is only ever one node: it owns the pod bridge and the host's KUBE-* rules).
+    dir = join(tmpdir(), 'ctrlmesh-node-test');
     bed = await startNodeBed({
       dir,
       relatedResources: [
@@ -314,5 +316,31 @@ describe('the mesh on a real node: helm-installed, injected, sharded operators i
       }, 120_000, 1000);
       await deleteIfPresent(() => c.core.deleteNamespace({ name: 'webhook-probe' }));
     }, 360_000);
+
+    it('reports the figures: time to Ready and memory per pod and container (the kubelet’s own stats)', async () => {
+      const summary = (await c.core.connectGetNodeProxyWithPath({ name: bed.info.node.name, path: 'stats/summary' })) as unknown as string;
+      const stats = (typeof summary === 'string' ? JSON.parse(summary) : summary) as {
+        pods: { podRef: { name: string; namespace: string }; containers: { name: string; memory?: { workingSetBytes?: number } }[] }[];
+      };
+      const mib = (bytes: number | undefined): string => `${((bytes ?? 0) / 1024 / 1024).toFixed(1)} MiB`;
+      const rows = stats.pods
+        .filter((p) => p.podRef.namespace !== 'default')
+        .map((p) => {
+          const containers = p.containers.map((x) => `${x.name} ${mib(x.memory?.workingSetBytes)}`).join(', ');
+          const total = p.containers.reduce((sum, x) => sum + (x.memory?.workingSetBytes ?? 0), 0);
+          return `${`${p.podRef.namespace}/${p.podRef.name}`.padEnd(44)}${mib(total).padStart(10)}  (${containers})`;
+        });
+      const proxies = stats.pods.flatMap((p) => p.containers.filter((x) => x.name === PROXY).map((x) => x.memory?.workingSetBytes ?? 0));
+      expect(proxies.length).toBe(5);
+      const t = bed.info.timings;
+      process.stderr.write(
+        [
+          `figures: builds ${(t.buildMs / 1000).toFixed(1)} s, node Ready ${(t.nodeReadyMs / 1000).toFixed(1)} s, mesh Ready (helm --wait) ${(t.meshReadyMs / 1000).toFixed(1)} s`,
+          'memory (working set) per pod:',
+          ...rows.map((r) => `  ${r}`),
+          '',
+        ].join('\n'),
+      );
+    });
   });
 });
