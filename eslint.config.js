@@ -2,21 +2,29 @@
 import tseslint from 'typescript-eslint';
 
 /**
- * Dependencies point one way: api, sharding (pure) and runtime <- transport and dev <- hub, agent, proxy <- cli.
+ * Dependencies point one way: api, sharding (pure), runtime and tls (domain-free) <- transport, kube, metrics
+ * <- hub, agent, proxy, dev (the test bed) <- demo <- cli. Production code (everything but dev, demo and cli) never
+ * imports the test bed or the demo; nothing but the CLI imports the demo.
  * Each entry forbids a folder from importing the ones that sit above it (or beside it, for the processes).
  */
+const aboveProduction = ['dev', 'demo', 'cli'];
 const layers = {
-  api: ['sharding', 'transport', 'hub', 'agent', 'proxy', 'metrics', 'cli', 'dev', 'kube'],
-  sharding: ['transport', 'hub', 'agent', 'proxy', 'metrics', 'cli', 'dev', 'kube'],
-  transport: ['hub', 'agent', 'proxy', 'cli', 'dev'],
-  kube: ['hub', 'agent', 'proxy', 'cli', 'dev', 'transport'],
-  metrics: ['hub', 'agent', 'proxy', 'cli', 'dev'],
+  api: ['sharding', 'transport', 'hub', 'agent', 'proxy', 'metrics', 'kube', 'tls', ...aboveProduction],
+  sharding: ['transport', 'hub', 'agent', 'proxy', 'metrics', 'kube', 'tls', ...aboveProduction],
   // Process plumbing (timers, scheduling) shared by the long-running processes; it knows nothing of the domain.
-  runtime: ['api', 'sharding', 'transport', 'kube', 'metrics', 'hub', 'agent', 'proxy', 'cli', 'dev'],
-  hub: ['agent', 'proxy', 'cli'],
-  agent: ['hub', 'proxy', 'cli'],
-  proxy: ['hub', 'agent', 'cli'],
-  dev: ['hub', 'agent', 'proxy', 'cli'],
+  runtime: ['api', 'sharding', 'transport', 'kube', 'metrics', 'hub', 'agent', 'proxy', 'tls', ...aboveProduction],
+  // x509 certificate generation (CAs, serving and client certificates); it knows nothing of the domain.
+  tls: ['api', 'sharding', 'runtime', 'transport', 'kube', 'metrics', 'hub', 'agent', 'proxy', ...aboveProduction],
+  transport: ['hub', 'agent', 'proxy', ...aboveProduction],
+  kube: ['hub', 'agent', 'proxy', 'transport', ...aboveProduction],
+  metrics: ['hub', 'agent', 'proxy', ...aboveProduction],
+  hub: ['agent', 'proxy', ...aboveProduction],
+  agent: ['hub', 'proxy', ...aboveProduction],
+  proxy: ['hub', 'agent', ...aboveProduction],
+  // The test bed runs the hub, agents and proxies as processes (through the CLI); it never links them.
+  dev: ['hub', 'agent', 'proxy', 'demo', 'cli'],
+  // The demo: a bed with the mesh running on it; it may use everything below it, and only the CLI uses it.
+  demo: ['cli'],
 };
 
 const boundaryRules = Object.entries(layers).map(([folder, forbidden]) => ({
@@ -26,7 +34,7 @@ const boundaryRules = Object.entries(layers).map(([folder, forbidden]) => ({
       'error',
       {
         patterns: forbidden.map((f) => ({
-          group: [`../${f}/*`, `../${f}`, `../../${f}/*`, `../../${f}`],
+          group: [`../${f}/*`, `../${f}`, `../../${f}/*`, `../../${f}`, `../../../${f}/*`, `../../../${f}`],
           message: `src/${folder} must not depend on src/${f} (see docs/architecture.md, "Dependencies point one way").`,
         })),
       },

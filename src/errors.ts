@@ -13,6 +13,8 @@ export const ErrorCodes = {
   INVALID_SELECTOR: 'CM_INVALID_SELECTOR',
   /** A configuration object (hash settings, planner input) is out of range; the message names the field. */
   INVALID_CONFIG: 'CM_INVALID_CONFIG',
+  /** A TypeBox schema has no structural CRD equivalent (a bug in ControllerMesh's schemas, caught by the CRD test). */
+  SCHEMA: 'CM_SCHEMA',
   /** A tool (kube-apiserver, etcd, nats-server, helm) cannot be found or built. */
   TOOL: 'CM_TOOL',
   /** A server of the local test bed did not start or did not become ready. */
@@ -54,5 +56,37 @@ export class FileError extends CtrlmeshError {
   constructor(path: string, reason: string, options?: { cause?: unknown }) {
     super(ErrorCodes.FILE, `${path}: ${reason}`, options);
     this.name = 'FileError';
+  }
+}
+
+/** A label selector in query-string form cannot be parsed; the message shows the text and the position. */
+export class SelectorSyntaxError extends CtrlmeshError {
+  constructor(text: string, position: number, reason: string) {
+    super(ErrorCodes.INVALID_SELECTOR, `label selector "${text}" at character ${position + 1}: ${reason}`);
+    this.name = 'SelectorSyntaxError';
+  }
+}
+
+/** A configuration object (hash settings, planner input, a signing key) is out of range; the message names the field. */
+export class InvalidConfigError extends CtrlmeshError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(ErrorCodes.INVALID_CONFIG, message, options);
+    this.name = 'InvalidConfigError';
+  }
+}
+
+/** The hub refused an agent's registration (or it was aborted); the message carries the hub's explanation. */
+export class RegistrationError extends CtrlmeshError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(ErrorCodes.REGISTRATION, message, options);
+    this.name = 'RegistrationError';
+  }
+}
+
+/** A TypeBox schema cannot be turned into a structural CRD schema: a bug in ControllerMesh, not in a manifest. */
+export class SchemaError extends CtrlmeshError {
+  constructor(message: string) {
+    super(ErrorCodes.SCHEMA, message);
+    this.name = 'SchemaError';
   }
 }

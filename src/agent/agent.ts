@@ -3,7 +3,7 @@ import { CustomObjectsApi, setHeaderOptions, PatchStrategy, type KubeConfig, typ
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { API_GROUP, validateManifest, type ShardingConfigModel, type ShardingConfigStatus } from '../api/index.js';
-import { clusterEndpoint } from '../kube/index.js';
+import { clusterEndpoint, isApiStatus } from '../kube/index.js';
 import { createAgentMetrics, createRegistry, registerOpsRoutes, type AgentMetrics } from '../metrics/index.js';
 import { createHashSettings, type HashSettings, type HashSettingsInput } from '../sharding/index.js';
 import {
@@ -340,7 +340,7 @@ class AgentLoop {
           setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
         );
       } catch (err) {
-        if ((err as { code?: number }).code !== 404) this.c.logger.warn({ err: (err as Error).message, operator }, 'could not write ShardingConfig status');
+        if (!isApiStatus(err, 404)) this.c.logger.warn({ err: (err as Error).message, operator }, 'could not write ShardingConfig status');
       }
     }
   }

@@ -1,5 +1,6 @@
 import { ApiextensionsV1Api, type KubeConfig, type V1CustomResourceDefinition } from '@kubernetes/client-node';
 import { buildCrds } from '../api/index.js';
+import { isApiStatus } from '../kube/index.js';
 
 /** Creates or updates the ControllerMesh CRDs (ShardingConfig, CircuitBreaker, FaultInjection) in the cluster. */
 export async function installCrds(kc: KubeConfig): Promise<void> {
@@ -11,7 +12,7 @@ export async function installCrds(kc: KubeConfig): Promise<void> {
       const existing = await api.readCustomResourceDefinition({ name });
       await api.replaceCustomResourceDefinition({ name, body: { ...body, metadata: { ...body.metadata, resourceVersion: existing.metadata?.resourceVersion } } });
     } catch (err) {
-      if ((err as { code?: number }).code !== 404) throw err;
+      if (!isApiStatus(err, 404)) throw err;
       await api.createCustomResourceDefinition({ body });
     }
   }

@@ -1,5 +1,6 @@
 import { KubernetesObjectApi, PatchStrategy, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
+import { isApiStatus } from '../kube/index.js';
 import type { AgentMetrics } from '../metrics/index.js';
 import type { HashSettings } from '../sharding/index.js';
 import { meshLabels, missingLabels } from './labels.js';
@@ -92,7 +93,7 @@ export class Labeller {
           metrics.labelPatches.inc({ kind: target.kind });
         } catch (err) {
           // A deleted object needs no label; anything else is retried by the next pass.
-          if ((err as { code?: number }).code !== 404) {
+          if (!isApiStatus(err, 404)) {
             failed += 1;
             logger.warn({ err: (err as Error).message, kind: target.kind, name: target.name, namespace: target.namespace }, 'could not label');
           }

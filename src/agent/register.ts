@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { CtrlmeshError, ErrorCodes } from '../errors.js';
+import { RegistrationError } from '../errors.js';
 import { newUserKey } from '../transport/auth/index.js';
 import {
   MESSAGE_SCHEMA_VERSION,
@@ -12,13 +12,6 @@ import {
   type NatsLink,
   type RegisterReply,
 } from '../transport/index.js';
-
-export class RegistrationError extends CtrlmeshError {
-  constructor(message: string) {
-    super(ErrorCodes.REGISTRATION, message);
-    this.name = 'RegistrationError';
-  }
-}
 
 interface RegisterOptions {
   link: NatsLink;

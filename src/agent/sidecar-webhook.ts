@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { API_GROUP, API_VERSION, validateManifest, type LabelSelector } from '../api/index.js';
 import { expandRoot, type HashSettings } from '../sharding/index.js';
+import { PROXY_API_PORT, PROXY_OPS_PORT, proxyCommandArgs } from '../transport/proxy-command.js';
 import {
   ENABLE_PROXY_LABEL,
   KUBECONFIG_DIR,
@@ -120,20 +121,20 @@ function sidecarOptions(proxy: InjectedProxy, configs: readonly ListedConfig[]):
     image: proxy.image,
     opsPort: PROXY_OPS_PORT,
     credentials: { secretName: proxy.secretName, mountPath: PROXY_CREDENTIALS_DIR, items: (target) => proxySecretItems(shard(target), proxy.natsTls) },
-    args: (target) => [
-      'proxy',
-      ...proxy.nats.map((url) => `--nats=${url}`),
-      ...(proxy.natsTls ? [`--nats-ca=${PROXY_CREDENTIALS_DIR}/nats-ca.crt`] : []),
-      `--nats-creds=${PROXY_CREDENTIALS_DIR}/nats.creds`,
-      ...proxy.routeSigners.map((key) => `--route-signer=${key}`),
-      `--operator=${target.namespace}/${target.shardingConfig}`,
-      `--shard=${shard(target)}`,
-      `--listen=127.0.0.1:${PROXY_API_PORT}`,
-      `--ops-listen=0.0.0.0:${PROXY_OPS_PORT}`,
-      `--store=${KUBECONFIG_DIR}/route-table.json`,
-      `--write-kubeconfig=${KUBECONFIG_PATH}`,
-      `--credentials=${PROXY_CREDENTIALS_DIR}/kubeconfig`,
-    ],
+    args: (target) =>
+      proxyCommandArgs({
+        nats: proxy.nats,
+        ...(proxy.natsTls ? { natsCa: `${PROXY_CREDENTIALS_DIR}/nats-ca.crt` } : {}),
+        natsCreds: `${PROXY_CREDENTIALS_DIR}/nats.creds`,
+        routeSigners: proxy.routeSigners,
+        operator: `${target.namespace}/${target.shardingConfig}`,
+        shard: shard(target),
+        listen: `127.0.0.1:${PROXY_API_PORT}`,
+        opsListen: `0.0.0.0:${PROXY_OPS_PORT}`,
+        store: `${KUBECONFIG_DIR}/route-table.json`,
+        writeKubeconfig: KUBECONFIG_PATH,
+        credentials: `${PROXY_CREDENTIALS_DIR}/kubeconfig`,
+      }),
   };
 }
 
@@ -194,10 +195,6 @@ export function injectionWebhook(clientConfig: AdmissionregistrationV1WebhookCli
   };
 }
 
-/** The proxy's API port inside the pod: the generated kubeconfig points the operator at 127.0.0.1 on it. */
-export const PROXY_API_PORT = 5443;
-/** The proxy's /healthz, /readyz and /metrics port (Prometheus scrapes the pod here). */
-export const PROXY_OPS_PORT = 5441;
 /** Where the proxy finds its credentials (kubeconfig, NATS creds and CA): a Secret the operator's namespace provides. */
 export const PROXY_CREDENTIALS_DIR = '/etc/ctrlmesh/credentials';
 /** The fixed keys of the proxy Secret; each shard's NATS identity is under proxyCredsKey(shard). */

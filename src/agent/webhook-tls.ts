@@ -1,5 +1,5 @@
 import { isIP } from 'node:net';
-import { createCertificateAuthority, issueCertificate } from '../dev/index.js';
+import { createCertificateAuthority, issueCertificate } from '../tls/index.js';
 import type { WebhookTls } from './webhook.js';
 
 /**

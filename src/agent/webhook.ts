@@ -6,6 +6,7 @@ import {
   type V1MutatingWebhookConfiguration,
 } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
+import { isApiStatus } from '../kube/index.js';
 import type { AgentMetrics } from '../metrics/index.js';
 import type { HashSettings } from '../sharding/index.js';
 import { admit, type AdmissionRequest } from './admission.js';
@@ -139,7 +140,7 @@ export async function registerWebhook(options: WebhookRegistration): Promise<voi
       body: { ...body, metadata: { ...body.metadata, resourceVersion: existing.metadata?.resourceVersion } },
     });
   } catch (err) {
-    if ((err as { code?: number }).code !== 404) throw err;
+    if (!isApiStatus(err, 404)) throw err;
     await api.createMutatingWebhookConfiguration({ body });
   }
 }
@@ -152,6 +153,6 @@ export async function removeWebhook(options: { kc: KubeConfig; cluster: string }
   try {
     await options.kc.makeApiClient(AdmissionregistrationV1Api).deleteMutatingWebhookConfiguration({ name: webhookConfigurationName(options.cluster) });
   } catch (err) {
-    if ((err as { code?: number }).code !== 404) throw err;
+    if (!isApiStatus(err, 404)) throw err;
   }
 }

@@ -1,4 +1,5 @@
 import type { TSchema } from '@sinclair/typebox';
+import { SchemaError } from '../errors.js';
 import { API_GROUP, KINDS, type KindDefinition } from './kinds.js';
 import { INT_OR_STRING } from './schema-types.js';
 
@@ -33,7 +34,7 @@ export function toStructural(schema: TSchema): StructuralSchema {
     out[INT_OR_STRING] = true;
   } else if (Array.isArray(s.anyOf)) {
     const consts = (s.anyOf as Json[]).map((o) => o.const);
-    if (!consts.every((c) => typeof c === 'string')) throw new Error('only string enums and int-or-string unions are structural');
+    if (!consts.every((c) => typeof c === 'string')) throw new SchemaError('only string enums and int-or-string unions are structural');
     out.type = 'string';
     out.enum = consts as string[];
   } else if (typeof s.const === 'string') {
@@ -42,7 +43,7 @@ export function toStructural(schema: TSchema): StructuralSchema {
   } else if (s.type === 'object' && s.patternProperties) {
     out.type = 'object';
     const [valueSchema] = Object.values(s.patternProperties as Record<string, TSchema>);
-    if (!valueSchema) throw new Error('a record schema needs a value schema');
+    if (!valueSchema) throw new SchemaError('a record schema needs a value schema');
     out.additionalProperties = toStructural(valueSchema);
   } else if (s.type === 'object') {
     out.type = 'object';
@@ -59,7 +60,7 @@ export function toStructural(schema: TSchema): StructuralSchema {
       if (s[key] !== undefined) (out as Json)[key] = s[key];
     }
   } else {
-    throw new Error(`schema node ${JSON.stringify(s)} has no structural equivalent`);
+    throw new SchemaError(`schema node ${JSON.stringify(s)} has no structural equivalent`);
   }
   if (typeof s.description === 'string') out.description = s.description;
   return out;

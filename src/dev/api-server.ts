@@ -1,6 +1,6 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { createCertificateAuthority, generateKeyPairPem, issueCertificate, type IssuedCertificate } from './certs.js';
+import { createCertificateAuthority, generateKeyPairPem, issueCertificate, type IssuedCertificate } from '../tls/index.js';
 import { freePort } from './free-port.js';
 import { writeKubeconfig } from './kubeconfig.js';
 import { httpsStatus } from './probes.js';

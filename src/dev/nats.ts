@@ -2,7 +2,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { join, relative } from 'node:path';
 import { createAuthSetup, writeAuthSetup, writeRoleCreds, type AuthFiles, type Role } from '../transport/auth/index.js';
 import type { NatsClientConfig } from '../transport/index.js';
-import { createCertificateAuthority, issueCertificate } from './certs.js';
+import { createCertificateAuthority, issueCertificate } from '../tls/index.js';
 import { freePort } from './free-port.js';
 import { httpOk } from './probes.js';
 import { ServerProcess, serverControl, type ServerControl, type ServerStartOptions } from './server-process.js';

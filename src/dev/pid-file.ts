@@ -12,7 +12,7 @@ export interface PidRecord {
   owner?: boolean;
 }
 
-export const PID_FILE = 'pid.json';
+const PID_FILE = 'pid.json';
 
 export async function writePidFile(dir: string, record: PidRecord): Promise<void> {
   await writeFile(join(dir, PID_FILE), `${JSON.stringify(record)}\n`);

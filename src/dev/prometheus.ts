@@ -31,7 +31,7 @@ export interface PrometheusHandle {
 }
 
 /** Prometheus' configuration (JSON is YAML): one scrape job per distinct `job`, one static group per target. */
-export function prometheusConfig(targets: readonly ScrapeTarget[], scrapeIntervalSeconds: number): string {
+function prometheusConfig(targets: readonly ScrapeTarget[], scrapeIntervalSeconds: number): string {
   const jobs = [...new Set(targets.map((t) => t.job))];
   return JSON.stringify(
     {

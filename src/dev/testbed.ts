@@ -42,7 +42,7 @@ export interface Testbed {
   down(): Promise<void>;
 }
 
-export const TESTBED_INFO_FILE = 'testbed.json';
+const TESTBED_INFO_FILE = 'testbed.json';
 
 interface Stoppable {
   stop(): Promise<void>;

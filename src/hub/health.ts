@@ -1,5 +1,7 @@
-/** Cluster health as the hub sees it through heartbeats. */
-export type ClusterHealth = 'Ready' | 'Unknown' | 'Offline';
+import type { ClusterHealth } from '../sharding/index.js';
+
+/** Cluster health as the hub sees it through heartbeats: the planner's own type (`src/sharding`), one meaning. */
+export type { ClusterHealth };
 
 export interface HealthThresholds {
   /** Without a heartbeat for this long a cluster is Unknown. */

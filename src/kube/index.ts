@@ -1,4 +1,4 @@
 export { isApiStatus } from './api-status.js';
 export { clusterEndpoint, inClusterKubeConfig, loadKubeConfig } from './kubeconfig.js';
-export { watchCollection, type WatchCollectionOptions, type WatchedCollection } from './informer.js';
+export { watchCollection, type WatchedCollection } from './informer.js';
 export { resolveResources, type ResolvedResource } from './resources.js';

@@ -1,5 +1,6 @@
-import { ApiException, makeInformer, type KubeConfig, type KubernetesListObject, type KubernetesObject } from '@kubernetes/client-node';
+import { makeInformer, type KubeConfig, type KubernetesListObject, type KubernetesObject } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
+import { isApiStatus } from './api-status.js';
 
 export interface WatchedCollection<T extends KubernetesObject> {
   /** The objects as last seen (empty before the first list). */
@@ -55,7 +56,7 @@ export function watchCollection<T extends KubernetesObject>(options: WatchCollec
   };
   const failed = (err: unknown): void => {
     if (stopped) return;
-    forbidden = err instanceof ApiException && err.code === 403;
+    forbidden = isApiStatus(err, 403);
     setSynced(false);
     logger.warn(
       { err: err instanceof Error ? err.message : err, informer: options.name },

@@ -1,44 +1,28 @@
-export { type RequestGuard, type RequestPolicy } from './api-handler.js';
-export {
-  CircuitRules,
-  FaultRules,
-  TokenBucket,
-  createApiGuard,
-  durationMs,
-  inEffectiveTime,
-  judge,
-  loadRules,
-  startEgressProxy,
-  type Call,
-  type EgressProxy,
-  type RuleClock,
-  type RuleSet,
-} from './rules/index.js';
-export { type BreakerOptions } from './cluster-breaker.js';
-export { decide, type Decision } from './enforce.js';
-export { FileRouteSource } from './file-route-source.js';
-export { NatsRouteSource, type NatsRouteSourceOptions } from './nats-route-source.js';
-export { LockRenamer } from './leader-election.js';
-export { leaseExpired } from './fencing.js';
-export { startProxy, type ListenAddress, type ProxyConfig, type ProxyDeps, type RunningProxy } from './proxy-server.js';
+export { startProxy, type ListenAddress, type ProxyConfig, type RunningProxy } from './proxy-server.js';
+export { createApiGuard } from './request/api-guard.js';
+export { type RequestGuard } from './request/api-handler.js';
+export { decide } from './request/enforce.js';
 export {
   DEFAULT_MAX_BODY_BYTES,
   isRefusal,
-  isWrite,
   parseApiRequest,
   type ApiRequest,
-  type Refusal,
   type RequestInfo,
   type ResourceRequest,
-  type Verb,
-} from './request/index.js';
-export { type RouteSource, type RouteSourceHandlers } from './route-source.js';
-export { operatorKubeconfig } from './operator-kubeconfig.js';
-export { createKubeconfigWriter, type KubeconfigWriterOptions } from './kubeconfig-writer.js';
-export { parseRouteTable, readRouteTable } from './route-table-file.js';
-export { ClusterShardView } from './shard-view.js';
-export { statusBody, type KubeStatus } from './status.js';
-export { TableStore, parseStoredTable, type StoredTable } from './table-store.js';
-export { loadCredentials } from './credentials.js';
-export { type ClusterCredentials, type UpstreamOptions } from './upstream.js';
-export { EXPIRED_EVENT, WatchEventFilter, type EventAdmission } from './watch-filter.js';
+} from './request/parse/index.js';
+export { EXPIRED_EVENT, WatchEventFilter } from './request/watch-filter.js';
+export { startEgressProxy } from './egress/egress-proxy.js';
+export { FileRouteSource } from './routes/file-route-source.js';
+export { createKubeconfigWriter } from './routes/kubeconfig-writer.js';
+export { LockRenamer } from './routes/leader-election.js';
+export { NatsRouteSource } from './routes/nats-route-source.js';
+export { operatorKubeconfig } from './routes/operator-kubeconfig.js';
+export { type RouteSource, type RouteSourceHandlers } from './routes/route-source.js';
+export { parseRouteTable, readRouteTable } from './routes/route-table-file.js';
+export { ClusterShardView } from './routes/shard-view.js';
+export { TableStore, parseStoredTable } from './routes/table-store.js';
+export { FileRuleSource } from './rule-files/file-rule-source.js';
+export { loadRules } from './rule-files/rules-file.js';
+export { judge, type RuleSet } from './rules/index.js';
+export { type BreakerOptions } from './upstream/cluster-breaker.js';
+export { loadCredentials } from './upstream/credentials.js';

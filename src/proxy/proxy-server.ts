@@ -3,16 +3,19 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } 
 import type { AddressInfo } from 'node:net';
 import type { Registry } from 'prom-client';
 import type { Logger } from 'pino';
-import { createProxyMetrics, registerOpsRoutes, type ProxyMetrics } from '../metrics/index.js';
-import { createApiHandler, type RequestGuard, type RequestPolicy } from './api-handler.js';
-import type { BreakerOptions } from './cluster-breaker.js';
-import { ClusterLinks } from './cluster-links.js';
-import { RouteController } from './route-controller.js';
-import type { RouteSource } from './route-source.js';
-import type { TableStore } from './table-store.js';
+import { createProxyMetrics, createRegistry, registerOpsRoutes, type ProxyMetrics } from '../metrics/index.js';
 import type { RouteTable } from '../transport/index.js';
-import { createUpgradeHandler } from './upgrade.js';
-import type { ClusterCredentials, UpstreamOptions } from './upstream.js';
+import { startEgressProxy, type EgressProxy } from './egress/egress-proxy.js';
+import { createApiGuard } from './request/api-guard.js';
+import { createApiHandler, type RequestGuard, type RequestPolicy } from './request/api-handler.js';
+import { createUpgradeHandler } from './request/upgrade.js';
+import { RouteController } from './routes/route-controller.js';
+import type { RouteSource } from './routes/route-source.js';
+import type { TableStore } from './routes/table-store.js';
+import { emptyRules, type RuleClock, type RuleSet, type RuleSource } from './rules/index.js';
+import type { BreakerOptions } from './upstream/cluster-breaker.js';
+import { ClusterLinks } from './upstream/cluster-links.js';
+import type { ClusterCredentials, UpstreamOptions } from './upstream/upstream.js';
 
 export interface ListenAddress {
   host: string;
@@ -25,6 +28,8 @@ export interface ProxyConfig {
   api: ListenAddress;
   /** /healthz, /readyz, /metrics: a port of their own so the API server's own paths pass through untouched. */
   ops: ListenAddress;
+  /** The HTTP proxy for the operator's external REST calls (HTTP_PROXY/HTTPS_PROXY), judged by the rules; off when absent. */
+  egress?: ListenAddress;
   upstream: UpstreamOptions;
   breaker: BreakerOptions;
   /** Body limit for what the proxy reads, and whether `Impersonate-*` headers pass. */
@@ -38,10 +43,18 @@ export interface ProxyDeps {
   source: RouteSource;
   store: TableStore;
   credentials: ReadonlyMap<string, ClusterCredentials>;
-  registry: Registry;
+  /** Where the proxy's metrics are registered and served from (/metrics); default a registry of its own. */
+  registry?: Registry;
   logger: Logger;
   now: () => number;
-  /** Rate limits and fault injection, when rules are configured. */
+  /** The random source of fault injection; default Math.random. */
+  random?: () => number;
+  /**
+   * CircuitBreaker and FaultInjection rules: with a source, API calls are judged by them before enforcement, and so
+   * are the egress port's calls (which, without one, pass).
+   */
+  rules?: RuleSource;
+  /** A check of the caller's own run before enforcement, in place of the rules' (tests drive the guard with it). */
   guard?: (metrics: ProxyMetrics) => RequestGuard;
   /** Told of every route table installed. */
   onTableInstalled?: (table: RouteTable) => void;
@@ -51,8 +64,9 @@ export interface RunningProxy {
   /** http://host:port of the API listener. */
   apiUrl: string;
   opsUrl: string;
+  /** http://host:port of the egress HTTP proxy, when `config.egress` asked for one. */
+  egressUrl: string | undefined;
   controller: RouteController;
-  metrics: ProxyMetrics;
   close(): Promise<void>;
 }
 
@@ -61,10 +75,31 @@ function urlOf(app: FastifyInstance): string {
   return `http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`;
 }
 
-/** Starts the sidecar proxy: route tables from `source`, the API listener, the ops listener. */
+/**
+ * Starts the sidecar proxy: rules from `rules` (first, so unusable rules fail before anything listens), route tables
+ * from `source`, the API listener, the ops listener and, when configured, the egress HTTP proxy. It owns its metrics.
+ */
 export async function startProxy(deps: ProxyDeps): Promise<RunningProxy> {
-  const { config, logger, registry } = deps;
+  const registry = deps.registry ?? createRegistry('proxy');
+  let rules: RuleSet = emptyRules(deps.now());
+  await deps.rules?.start({
+    onRules: (next) => {
+      rules = next;
+    },
+  });
+  try {
+    return await serve(deps, registry, () => rules);
+  } catch (err) {
+    await deps.rules?.stop();
+    throw err;
+  }
+}
+
+async function serve(deps: ProxyDeps, registry: Registry, currentRules: () => RuleSet): Promise<RunningProxy> {
+  const { config, logger } = deps;
   const metrics = createProxyMetrics(registry);
+  const clock: RuleClock = { now: deps.now, random: deps.random ?? Math.random };
+  const guard = deps.guard?.(metrics) ?? (deps.rules ? createApiGuard({ rules: currentRules, clock, metrics }) : undefined);
   const links = new ClusterLinks({ credentials: deps.credentials, upstream: config.upstream, breaker: config.breaker, metrics, logger });
   const controller = new RouteController({
     source: deps.source,
@@ -90,7 +125,7 @@ export async function startProxy(deps: ProxyDeps): Promise<RunningProxy> {
     logger,
     breakerRetryAfterSeconds: Math.max(1, Math.ceil(config.breaker.resetTimeoutMs / 1000)),
     requests: config.requests,
-    ...(deps.guard ? { guard: deps.guard(metrics) } : {}),
+    ...(guard ? { guard } : {}),
   });
   api.all('/*', handler);
   api.all('/', handler);
@@ -101,17 +136,25 @@ export async function startProxy(deps: ProxyDeps): Promise<RunningProxy> {
 
   await api.listen(config.api);
   await ops.listen(config.ops);
-  const running: RunningProxy = {
-    apiUrl: urlOf(api),
-    opsUrl: urlOf(ops),
+  const apiUrl = urlOf(api);
+  const opsUrl = urlOf(ops);
+  logger.info({ api: apiUrl, ops: opsUrl, source: deps.source.description }, 'proxy listening');
+  let egress: EgressProxy | undefined;
+  if (config.egress) {
+    egress = await startEgressProxy({ listen: config.egress, rules: currentRules, clock, metrics, logger });
+    logger.info({ url: egress.url }, 'egress HTTP proxy listening: set HTTP_PROXY/HTTPS_PROXY of the operator to it');
+  }
+  return {
+    apiUrl,
+    opsUrl,
+    egressUrl: egress?.url,
     controller,
-    metrics,
     close: async () => {
+      await deps.rules?.stop();
+      await egress?.close();
       await controller.stop();
       await Promise.all([api.close(), ops.close()]);
       await links.close();
     },
   };
-  logger.info({ api: running.apiUrl, ops: running.opsUrl, source: deps.source.description }, 'proxy listening');
-  return running;
 }

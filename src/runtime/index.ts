@@ -1,1 +1,1 @@
-export { DebouncedRunner, type DebouncedRunnerOptions } from './debounced-runner.js';
+export { DebouncedRunner } from './debounced-runner.js';

@@ -1,5 +1,6 @@
-import { bucketOf, createHashSettings, InvalidConfigError, type HashSettings } from './hash.js';
-import type { ClusterHealth, ClusterInfo, PlanInput } from './plan-format.js';
+import { InvalidConfigError } from '../errors.js';
+import { bucketOf, createHashSettings, type HashSettings } from './hash.js';
+import type { ClusterHealth, ClusterInput, PlanInput } from './plan-format.js';
 
 /**
  * Every unit costs one on top of its objects (a watch and its bookkeeping), so clusters that report no objects yet
@@ -19,12 +20,13 @@ export function sortedUnique<T extends { name: string }>(items: readonly T[], wh
 }
 
 /**
- * The facts every operator's plan shares: clusters in name order and the weight of each unit
- * (index = cluster index x bucket count + bucket), kept up to date as object counts change.
+ * The planner's view of the fleet (the hub's KV-backed view is `Fleet` in src/hub): the facts every operator's plan
+ * shares, clusters in name order and the weight of each unit (index = cluster index x bucket count + bucket), kept
+ * up to date as object counts change.
  */
-export class Fleet {
+export class PlanningFleet {
   readonly settings: HashSettings;
-  readonly clusters: ClusterInfo[];
+  readonly clusters: ClusterInput[];
   readonly clusterIndex: Map<string, number>;
   readonly bucketCount: number;
   readonly weights: Float64Array;

@@ -1,5 +1,5 @@
 import { labelKeyProblem } from '../api/index.js';
-import { CtrlmeshError, ErrorCodes } from '../errors.js';
+import { InvalidConfigError } from '../errors.js';
 
 export const HASH_ALGORITHMS = ['kusionstack', 'fnv'] as const;
 export type HashAlgorithm = (typeof HASH_ALGORITHMS)[number];
@@ -32,13 +32,6 @@ export interface HashSettingsInput {
   algorithm?: HashAlgorithm;
   bucketCount?: number;
   labels?: Partial<ShardLabelKeys>;
-}
-
-export class InvalidConfigError extends CtrlmeshError {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super(ErrorCodes.INVALID_CONFIG, message, options);
-    this.name = 'InvalidConfigError';
-  }
 }
 
 /** Defaults merged (fnv, 32 buckets, KusionStack's documented label keys), checked, frozen. */

@@ -1,13 +1,14 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { LabelSelectorSchema, schemaProblems } from '../api/index.js';
-import { HASH_ALGORITHMS, InvalidConfigError } from './hash.js';
+import { InvalidConfigError } from '../errors.js';
+import { HASH_ALGORITHMS } from './hash.js';
 
 const closed = { additionalProperties: false } as const;
 
 export const CLUSTER_HEALTH = ['Ready', 'Unknown', 'Offline'] as const;
 export type ClusterHealth = (typeof CLUSTER_HEALTH)[number];
 
-export const ClusterInfoSchema = Type.Object(
+export const ClusterInputSchema = Type.Object(
   {
     name: Type.String({ minLength: 1 }),
     labels: Type.Optional(Type.Record(Type.String(), Type.String())),
@@ -51,7 +52,7 @@ export const PlanInputSchema = Type.Object(
         closed,
       ),
     ),
-    clusters: Type.Array(ClusterInfoSchema),
+    clusters: Type.Array(ClusterInputSchema),
     /** Object counts per (cluster, namespace), as agents report them. */
     weights: Type.Array(
       Type.Object(
@@ -81,7 +82,7 @@ export const AssignmentSchema = Type.Object(
   closed,
 );
 
-export type ClusterInfo = Static<typeof ClusterInfoSchema>;
+export type ClusterInput = Static<typeof ClusterInputSchema>;
 export type ShardInput = Static<typeof ShardInputSchema>;
 export type OperatorInput = Static<typeof OperatorInputSchema>;
 export type PlanInput = Static<typeof PlanInputSchema>;

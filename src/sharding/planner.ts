@@ -1,6 +1,6 @@
-import { Fleet, sortedUnique } from './fleet.js';
-import { InvalidConfigError } from './hash.js';
-import { OperatorPlan } from './operator-plan.js';
+import { InvalidConfigError } from '../errors.js';
+import { PlanningFleet, sortedUnique } from './fleet.js';
+import { OperatorPlanner } from './operator-planner.js';
 import type { Assignment, ClusterHealth, Move, PlanInput, PlanResult, ShardInput } from './plan-format.js';
 
 /** One change the planner can apply without planning from scratch. */
@@ -16,13 +16,13 @@ export type PlanChange =
  * Pure: no I/O, no clock, no randomness; inputs are sorted by name first, so their order never matters.
  */
 export class Planner {
-  private readonly fleet: Fleet;
-  private readonly operators: OperatorPlan[];
+  private readonly fleet: PlanningFleet;
+  private readonly operators: OperatorPlanner[];
   private readonly vanished: Move[] = [];
 
   constructor(input: PlanInput, previous?: Assignment) {
-    this.fleet = new Fleet(input);
-    this.operators = sortedUnique(input.operators, 'operator').map((op) => new OperatorPlan({ fleet: this.fleet, input: op, previous: previous?.operators[op.name] }));
+    this.fleet = new PlanningFleet(input);
+    this.operators = sortedUnique(input.operators, 'operator').map((op) => new OperatorPlanner({ fleet: this.fleet, input: op, previous: previous?.operators[op.name] }));
     const known = new Set(this.operators.map((o) => o.name));
     // An operator that disappeared gives back everything it owned.
     for (const name of Object.keys(previous?.operators ?? {}).sort()) {
@@ -35,7 +35,7 @@ export class Planner {
     }
   }
 
-  private operator(name: string): OperatorPlan {
+  private operator(name: string): OperatorPlanner {
     const op = this.operators.find((o) => o.name === name);
     if (!op) throw new InvalidConfigError(`operator ${name} is not in the plan`);
     return op;

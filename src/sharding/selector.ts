@@ -1,5 +1,5 @@
 import { labelKeyProblem, labelValueProblem, type LabelSelector } from '../api/index.js';
-import { CtrlmeshError, ErrorCodes } from '../errors.js';
+import { SelectorSyntaxError } from '../errors.js';
 
 /**
  * Label selectors with Kubernetes' semantics, in the compiled form the proxy uses on every list/watch: a list of
@@ -16,13 +16,6 @@ export interface Requirement {
 }
 
 export type Requirements = readonly Requirement[];
-
-export class SelectorSyntaxError extends CtrlmeshError {
-  constructor(text: string, position: number, reason: string) {
-    super(ErrorCodes.INVALID_SELECTOR, `label selector "${text}" at character ${position + 1}: ${reason}`);
-    this.name = 'SelectorSyntaxError';
-  }
-}
 
 function sortedDistinct(values: readonly string[]): string[] {
   const sorted = [...values].sort();
@@ -47,16 +40,6 @@ export function compileSelector(selector: LabelSelector): Requirements {
   }
   for (const req of out) rendered.set(req, renderRequirement(req));
   return out;
-}
-
-/** Back to metav1.LabelSelector (matchExpressions only), e.g. for a route table. */
-export function toLabelSelector(requirements: Requirements): LabelSelector {
-  if (requirements.length === 0) return {};
-  return {
-    matchExpressions: requirements.map((r) =>
-      r.values.length > 0 ? { key: r.key, operator: r.operator, values: [...r.values] } : { key: r.key, operator: r.operator },
-    ),
-  };
 }
 
 function requirementMatches(req: Requirement, labels: Readonly<Record<string, string>>): boolean {

@@ -1,5 +1,6 @@
 import { createPrivateKey, createPublicKey, sign, verify, type KeyObject } from 'node:crypto';
 import { fromPublic, fromSeed } from '@nats-io/nkeys';
+import { InvalidConfigError } from '../errors.js';
 
 /**
  * ed25519 with nkeys' encodings but node:crypto's arithmetic: nkeys signs in pure JavaScript (tens of ms a
@@ -17,7 +18,7 @@ function base32(text: string): Buffer {
   let value = 0;
   for (const ch of text) {
     const index = ALPHABET.indexOf(ch);
-    if (index < 0) throw new Error('not an nkey');
+    if (index < 0) throw new InvalidConfigError('not an nkey: a character outside base32');
     value = (value << 5) | index;
     bits += 5;
     if (bits >= 8) {

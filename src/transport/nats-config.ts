@@ -133,7 +133,7 @@ export function serverIdentityCheck(servers: readonly string[]): (name: string, 
   return (name, cert) => {
     if (name !== 'localhost' || fallback.length === 0) return checkServerIdentity(name, cert);
     if (fallback.some((host) => checkServerIdentity(host, cert) === undefined)) return undefined;
-    return new Error(`the NATS server's certificate names none of the configured servers (${fallback.join(', ')})`);
+    return new CtrlmeshError(ErrorCodes.NATS, `the NATS server's certificate names none of the configured servers (${fallback.join(', ')})`);
   };
 }
 

@@ -1,4 +1,5 @@
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
+import { InvalidConfigError } from '../errors.js';
 import { decodeMessage, encodeMessage, type DecodeResult } from './codec.js';
 import { ed25519Signer, ed25519Verify } from './ed25519.js';
 import { Messages, type MessageKind, type RenewReply } from './messages.js';
@@ -37,7 +38,7 @@ export interface RouteSigner {
 
 export function routeSigner(seed: string): RouteSigner {
   const key = ed25519Signer(seed);
-  if (!key.publicKey.startsWith('N')) throw new Error('the route-table signing key must be a server nkey seed (SN...)');
+  if (!key.publicKey.startsWith('N')) throw new InvalidConfigError('the route-table signing key must be a server nkey seed (SN...)');
   return {
     publicKey: key.publicKey,
     seal(kind, value) {

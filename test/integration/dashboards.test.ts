@@ -8,17 +8,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { CustomObjectsApi, KubeConfig, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  DEMO_NAMESPACE,
-  DEMO_OPERATOR,
-  dashboardQueries,
-  executableQuery,
-  startDemoMesh,
-  startPrometheus,
-  type DemoMesh,
-  type PrometheusHandle,
-  type ScrapeTarget,
-} from '../../src/dev/index.js';
+import { DEMO_NAMESPACE, DEMO_OPERATOR, startDemoMesh, type DemoMesh } from '../../src/demo/index.js';
+import { startPrometheus, type PrometheusHandle, type ScrapeTarget } from '../../src/dev/index.js';
+import { dashboardQueries, executableQuery } from '../helpers/dashboard-queries.js';
 import { DEMO_RULES } from '../../src/cli/commands/demo.js';
 
 /** A GET sent through an HTTP proxy (absolute-form request line); resolves the status code. */

@@ -1,4 +1,4 @@
-import { sumBy, type Sample } from '../../dev/index.js';
+import { sumBy, type Sample } from '../../demo/index.js';
 import type { HubStatus } from '../../hub/index.js';
 import { renderStatus, renderTable } from './status.js';
 

@@ -1,7 +1,7 @@
 import { mkdir, readdir, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { DEMO_NAMESPACE, DEMO_OPERATOR, parseMetricsText, startDemoMesh } from '../../dev/index.js';
+import { DEMO_NAMESPACE, DEMO_OPERATOR, parseMetricsText, startDemoMesh } from '../../demo/index.js';
 import type { HubStatus } from '../../hub/index.js';
 import { FileError } from '../../errors.js';
 import { intValue, stringValue, type Command } from '../command.js';

@@ -1,5 +1,5 @@
-import { FileError } from '../../errors.js';
-import { InvalidConfigError, parsePlanDocument, plan } from '../../sharding/index.js';
+import { FileError, InvalidConfigError } from '../../errors.js';
+import { parsePlanDocument, plan } from '../../sharding/index.js';
 import { requiredString, stringValue, type Command } from '../command.js';
 import { readText } from './validate.js';
 

@@ -1,22 +1,17 @@
-import { unwatchFile, watchFile } from 'node:fs';
 import { natsConfigFromFlags, natsOptions, routeSignerKeys } from './nats-flags.js';
 import { UsageError } from '../../errors.js';
-import { createRegistry } from '../../metrics/index.js';
 import {
   DEFAULT_MAX_BODY_BYTES,
   FileRouteSource,
+  FileRuleSource,
   NatsRouteSource,
   TableStore,
-  createApiGuard,
   createKubeconfigWriter,
   loadCredentials,
-  loadRules,
-  startEgressProxy,
   startProxy,
   type ListenAddress,
   type ProxyConfig,
   type RouteSource,
-  type RuleSet,
 } from '../../proxy/index.js';
 import { intValue, requiredString, stringList, stringValue, type Command, type CommandContext } from '../command.js';
 
@@ -34,6 +29,7 @@ function proxyConfig(ctx: CommandContext): ProxyConfig {
   return Object.freeze({
     api: listenAddress(ctx, 'listen', '127.0.0.1:5443'),
     ops: listenAddress(ctx, 'ops-listen', '127.0.0.1:5441'),
+    ...(stringValue(ctx, 'egress-listen') === undefined ? {} : { egress: listenAddress(ctx, 'egress-listen', '') }),
     upstream: {
       headersTimeoutMs: intValue(ctx, 'upstream-timeout-ms', 30_000, { min: 100, max: 600_000 }),
     },
@@ -119,43 +115,23 @@ export const proxyCommand: Command = {
     const source = routeSource(ctx);
     const credentials = loadCredentials(requiredString(ctx, 'credentials'));
     const ruleFiles = stringList(ctx, 'rules');
-    const egress = stringValue(ctx, 'egress-listen') === undefined ? undefined : listenAddress(ctx, 'egress-listen', '');
     const { logger } = ctx;
     const kubeconfigPath = stringValue(ctx, 'write-kubeconfig');
-    let rules: RuleSet = await loadRules(ruleFiles, Date.now());
-    const currentRules = (): RuleSet => rules;
-    const clock = { now: Date.now, random: Math.random };
-    const registry = createRegistry('proxy');
     const proxy = await startProxy({
       config,
       source,
       store: new TableStore(stringValue(ctx, 'store') ?? '.ctrlmesh/proxy-route-table.json', logger),
       credentials,
-      registry,
       logger,
       now: Date.now,
-      ...(ruleFiles.length > 0 ? { guard: (metrics) => createApiGuard({ rules: currentRules, clock, metrics }) } : {}),
+      ...(ruleFiles.length > 0 ? { rules: new FileRuleSource({ paths: ruleFiles, logger }) } : {}),
       ...(kubeconfigPath === undefined
         ? {}
         : { onTableInstalled: createKubeconfigWriter({ path: kubeconfigPath, proxyUrl: `http://${config.api.host}:${config.api.port}`, logger }) }),
     });
-    const egressProxy = egress ? await startEgressProxy({ listen: egress, rules: currentRules, clock, metrics: proxy.metrics, logger }) : undefined;
-    if (egressProxy) logger.info({ url: egressProxy.url }, 'egress HTTP proxy listening: set HTTP_PROXY/HTTPS_PROXY of the operator to it');
-    const reload = (): void => {
-      loadRules(ruleFiles, Date.now()).then(
-        (next) => {
-          rules = next;
-          logger.info({ files: ruleFiles }, 'rules reloaded');
-        },
-        (err: unknown) => logger.error({ err }, 'rules changed but cannot be used; keeping the current rules'),
-      );
-    };
-    for (const file of ruleFiles) watchFile(file, { interval: 500 }, reload);
-    ctx.stdout.write(`proxy listening on ${proxy.apiUrl} (ops ${proxy.opsUrl}${egressProxy ? `, egress ${egressProxy.url}` : ''})\n`);
+    ctx.stdout.write(`proxy listening on ${proxy.apiUrl} (ops ${proxy.opsUrl}${proxy.egressUrl ? `, egress ${proxy.egressUrl}` : ''})\n`);
     // A signal that came while the proxy was starting has already fired: do not wait for another.
     if (!ctx.signal.aborted) await new Promise<void>((resolve) => ctx.signal.addEventListener('abort', () => resolve(), { once: true }));
-    for (const file of ruleFiles) unwatchFile(file, reload);
-    await egressProxy?.close();
     await proxy.close();
     logger.info('proxy stopped');
     return 0;

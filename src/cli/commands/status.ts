@@ -54,15 +54,18 @@ export const statusCommand: Command = {
   },
   run: async (ctx) => {
     const base = typeof ctx.values.hub === 'string' ? ctx.values.hub : 'http://127.0.0.1:9464';
+    const unreachable = (reason: string, cause?: unknown): CtrlmeshError =>
+      new CtrlmeshError(ErrorCodes.HUB_UNREACHABLE, `cannot read the hub status at ${base}/status: ${reason} (is the hub running? see --hub)`, {
+        cause,
+      });
     let status: HubStatus;
     try {
       const res = await fetch(new URL('/status', base), { signal: AbortSignal.timeout(5_000) });
-      if (!res.ok) throw new Error(`HTTP ${res.status}`);
+      if (!res.ok) throw unreachable(`HTTP ${res.status}`);
       status = (await res.json()) as HubStatus;
     } catch (err) {
-      throw new CtrlmeshError(ErrorCodes.HUB_UNREACHABLE, `cannot read the hub status at ${base}/status: ${(err as Error).message} (is the hub running? see --hub)`, {
-        cause: err,
-      });
+      if (err instanceof CtrlmeshError) throw err;
+      throw unreachable((err as Error).message, err);
     }
     ctx.stdout.write(ctx.values.json ? `${JSON.stringify(status, null, 2)}\n` : renderStatus(status));
     return 0;

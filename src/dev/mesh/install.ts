@@ -3,7 +3,7 @@ import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { createAuthSetup, writeAuthSetup, type AuthFiles } from '../../transport/auth/index.js';
-import { createCertificateAuthority, issueCertificate } from '../certs.js';
+import { createCertificateAuthority, issueCertificate } from '../../tls/index.js';
 import { parseImageRef } from '../images/index.js';
 import { packageRoot } from '../package-root.js';
 import { helmInstall } from './helm.js';

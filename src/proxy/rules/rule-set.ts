@@ -1,12 +1,17 @@
 import type { ProxyMetrics } from '../../metrics/index.js';
-import type { CircuitRules, LimitVerdict } from './circuit-rules.js';
-import type { FaultPlan, FaultRules } from './fault-rules.js';
+import { CircuitRules, type LimitVerdict } from './circuit-rules.js';
+import { FaultRules, type FaultPlan } from './fault-rules.js';
 import type { Call } from './matchers.js';
 
 /** The rules in force: swapped as a whole when their file (or, later, the agent's report) changes. */
 export interface RuleSet {
   circuit: CircuitRules;
   faults: FaultRules;
+}
+
+/** No rules: every call passes (what the egress port judges by when no rules are configured). */
+export function emptyRules(now: number): RuleSet {
+  return { circuit: new CircuitRules([], now), faults: new FaultRules([]) };
 }
 
 export interface RuleClock {

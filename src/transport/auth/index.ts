@@ -1,3 +1,3 @@
-export { createAuthSetup, decodeJwt, mintCreds, mintUserJwt, newUserKey, publicKeyOf, resolverConfig, type AuthSetup, type MintOptions } from './accounts.js';
-export { authFiles, readAuthFiles, writeAuthSetup, writeRoleCreds, type AuthFiles } from './files.js';
-export { inboxOf, permissionsFor, userName, type Role, type SubjectPermissions } from './permissions.js';
+export { createAuthSetup, decodeJwt, mintCreds, mintUserJwt, newUserKey } from './accounts.js';
+export { readAuthFiles, writeAuthSetup, writeRoleCreds, type AuthFiles } from './files.js';
+export { permissionsFor, type Role } from './permissions.js';

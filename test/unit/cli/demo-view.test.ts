@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { renderDemoView, type ProxyScrape } from '../../../src/cli/commands/demo-view.js';
-import { parseMetricsText } from '../../../src/dev/index.js';
+import { parseMetricsText } from '../../../src/demo/index.js';
 import type { HubStatus } from '../../../src/hub/index.js';
 
 const status: HubStatus = {

@@ -1,6 +1,6 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { dashboardQueries, executableQuery, metricFamilies } from '../../../src/dev/index.js';
+import { dashboardQueries, executableQuery, metricFamilies } from '../../helpers/dashboard-queries.js';
 
 const DIR = 'dashboards';
 const files = readdirSync(DIR).filter((f) => f.endsWith('.json'));

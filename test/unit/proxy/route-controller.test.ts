@@ -5,10 +5,10 @@ import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { createProxyMetrics } from '../../../src/metrics/index.js';
-import { ClusterLinks } from '../../../src/proxy/cluster-links.js';
-import { RouteController } from '../../../src/proxy/route-controller.js';
-import type { RouteSource, RouteSourceHandlers } from '../../../src/proxy/route-source.js';
-import { TableStore } from '../../../src/proxy/table-store.js';
+import { ClusterLinks } from '../../../src/proxy/upstream/cluster-links.js';
+import { RouteController } from '../../../src/proxy/routes/route-controller.js';
+import type { RouteSource, RouteSourceHandlers } from '../../../src/proxy/routes/route-source.js';
+import { TableStore } from '../../../src/proxy/routes/table-store.js';
 import type { RouteTable } from '../../../src/transport/index.js';
 import { clusterFixture, routeTableFixture } from './route-table-fixture.js';
 
@@ -79,7 +79,7 @@ describe('RouteController', () => {
     source.handlers!.onTable(table(2, [1, 2]));
     const expired: string[] = [];
     const selector = controller.current!.clusters.get('a')!.view.selectorFor('', 'configmaps');
-    controller.watches.add({ cluster: 'a', group: '', resource: 'configmaps', selector, expire: () => expired.push('configmaps') });
+    controller.registerWatch({ cluster: 'a', group: '', resource: 'configmaps', selector, expire: () => expired.push('configmaps') });
     source.handlers!.onTable(table(1, []));
     expect(controller.current!.table.version).toBe(2);
     expect(expired).toEqual([]);
@@ -100,10 +100,10 @@ describe('RouteController', () => {
     source.handlers!.onTable(table(1, [1, 2]));
     await vi.waitFor(() => expect(source.acks).toEqual([1]));
     let answer: () => void = () => undefined;
-    const inFlight = controller.writes.track(new Promise<void>((resolve) => (answer = resolve)));
+    const inFlight = controller.trackWrite(new Promise<void>((resolve) => (answer = resolve)));
     // Bucket 2 is revoked while a write admitted under version 1 is still on its way to the API server.
     source.handlers!.onTable(table(2, [1]));
-    void controller.writes.track(new Promise<void>(() => undefined));
+    void controller.trackWrite(new Promise<void>(() => undefined));
     await new Promise((resolve) => setTimeout(resolve, 50));
     expect(source.acks).toEqual([1]);
     answer();
@@ -125,7 +125,7 @@ describe('RouteController', () => {
     expect(controller.readiness().ready).toBe(true);
     const view = () => controller.current!.clusters.get('a')!.view;
     const expired: string[] = [];
-    controller.watches.add({ cluster: 'a', group: '', resource: 'pods', selector: view().selectorFor('', 'pods'), expire: () => expired.push('pods') });
+    controller.registerWatch({ cluster: 'a', group: '', resource: 'pods', selector: view().selectorFor('', 'pods'), expire: () => expired.push('pods') });
     // The connection still looks up (a silent partition): it changes nothing.
     source.handlers!.onContact(true);
     now = askedAt + 8_900;

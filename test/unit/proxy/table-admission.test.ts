@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { MAX_VERSION_AHEAD_MS, tableRefusal } from '../../../src/proxy/table-admission.js';
+import { MAX_VERSION_AHEAD_MS, tableRefusal } from '../../../src/proxy/routes/table-admission.js';
 import { clusterFixture, routeTableFixture } from './route-table-fixture.js';
 
 describe('which tables a proxy applies', () => {

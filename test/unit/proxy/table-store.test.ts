@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { TableStore, parseStoredTable } from '../../../src/proxy/table-store.js';
+import { TableStore, parseStoredTable } from '../../../src/proxy/routes/table-store.js';
 import { routeTableFixture } from './route-table-fixture.js';
 
 /** A pino logger whose lines are kept. */

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { bucketOf, createHashSettings, fnv1a32, InvalidConfigError, kusionstackBucket } from '../../../src/sharding/index.js';
+import { InvalidConfigError } from '../../../src/errors.js';
+import { bucketOf, createHashSettings, fnv1a32, kusionstackBucket } from '../../../src/sharding/index.js';
 
 describe('kusionstack hash', () => {
   it.each([

@@ -9,9 +9,9 @@ import {
   mergeSelectors,
   parseSelector,
   renderSelector,
-  SelectorSyntaxError,
   type Requirement,
 } from '../../../src/sharding/index.js';
+import { SelectorSyntaxError } from '../../../src/errors.js';
 
 const keyArb = fc.constantFrom('app', 'tier', 'ctrlmesh.kusionstack.io/sharding-hash', 'env');
 const valueArb = fc.constantFrom('a', 'b', 'c', '1', '2');

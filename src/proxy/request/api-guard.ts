@@ -1,0 +1,19 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { ProxyMetrics } from '../../metrics/index.js';
+import { judge, type RuleClock, type RuleSet } from '../rules/index.js';
+import { sendStatus, type RequestGuard } from './api-handler.js';
+import { statusFor } from './status.js';
+
+/** Applies CircuitBreaker and FaultInjection rules to Kubernetes API calls, answering with Status bodies. */
+export function createApiGuard(options: { rules: () => RuleSet; clock: RuleClock; metrics: ProxyMetrics }): RequestGuard {
+  const { rules, clock, metrics } = options;
+  return async ({ info, reply }) => {
+    if (info.kind !== 'resource') return false;
+    const call = { kind: 'resource' as const, verb: info.verb, group: info.group, resource: info.resource, namespace: info.namespace };
+    const outcome = judge(rules(), call, clock, metrics);
+    if (outcome.delayMs > 0) await sleep(outcome.delayMs);
+    if (outcome.action === 'pass') return false;
+    sendStatus(reply, statusFor(outcome.code, outcome.message), outcome.retryAfterSeconds);
+    return true;
+  };
+}

@@ -1,0 +1,113 @@
+import { request as httpRequest, type ClientRequest, type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import type { Duplex } from 'node:stream';
+import type { Logger } from 'pino';
+import type { RouteController } from '../routes/route-controller.js';
+import { decide } from './enforce.js';
+import { isRefusal, keptRawHeaders, parseApiRequest, type HeaderPolicy } from './parse/index.js';
+import { statusBody, statusFor, type KubeStatus } from './status.js';
+
+/** The only requests upgraded: they stream to a container of one pod, judged by the pod's namespace. */
+const STREAMING_SUBRESOURCES = new Set(['exec', 'attach', 'portforward']);
+/** The protocols kubectl and client-go use for them. */
+const STREAMING_PROTOCOL = /^(spdy\/3\.1|websocket)$/iu;
+/** The upgrade's own headers, kept although hop-by-hop. */
+const UPGRADE_HEADERS = new Set(['connection', 'upgrade']);
+/** Response headers not relayed when the API server refuses the upgrade (the body is sent until the connection closes). */
+const FRAMING = new Set(['connection', 'transfer-encoding', 'keep-alive']);
+
+function refuse(socket: Duplex, status: KubeStatus): void {
+  const body = JSON.stringify(status);
+  socket.end(
+    `HTTP/1.1 ${status.code} ${status.reason}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+  );
+}
+
+function head(statusLine: string, rawHeaders: readonly string[], skip: ReadonlySet<string>): string {
+  const lines = [statusLine];
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    if (!skip.has(rawHeaders[i]!.toLowerCase())) lines.push(`${rawHeaders[i]}: ${rawHeaders[i + 1]}`);
+  }
+  return `${lines.join('\r\n')}\r\n`;
+}
+
+/**
+ * exec, attach and port-forward (SPDY or WebSocket upgrades of pods/<name>/<subresource>) are parsed and judged
+ * like any request; every other upgrade (h2c, a list or watch with an `Upgrade` header) is refused, since the API
+ * server would serve it with no selector injected. The client's connection is spliced to the API server's only
+ * after the API server switched protocols (101): an answer without a switch is relayed and both connections end,
+ * so no further request can ride the spliced connection unjudged.
+ */
+export function createUpgradeHandler(options: { controller: RouteController; logger: Logger; headers: HeaderPolicy }) {
+  const { controller, logger } = options;
+  return (req: IncomingMessage, socket: Duplex, clientHead: Buffer): void => {
+    const state = controller.current;
+    if (state === undefined) return refuse(socket, statusBody(503, 'ServiceUnavailable', 'the proxy has no route table yet'));
+    const parsed = parseApiRequest(req.method ?? 'GET', req.url ?? '/');
+    if (isRefusal(parsed)) return refuse(socket, statusFor(parsed.code, parsed.message));
+    const { info } = parsed;
+    const protocol = req.headers.upgrade ?? '';
+    const streaming =
+      info.kind === 'resource' && info.group === '' && info.resource === 'pods' && STREAMING_SUBRESOURCES.has(info.subresource ?? '') && STREAMING_PROTOCOL.test(protocol);
+    if (!streaming) {
+      return refuse(socket, statusFor(400, `only exec, attach and port-forward are upgraded through the proxy (SPDY/3.1 or WebSocket), not "${protocol}" on ${parsed.path}: send the request without Upgrade`));
+    }
+    const entry = state.clusters.get(parsed.cluster ?? state.table.homeCluster);
+    if (entry === undefined) return refuse(socket, statusFor(404, `cluster "${parsed.cluster}" is not in the route table`));
+    const decision = decide(info, entry.view, state.table.shard);
+    if (decision.kind === 'deny') return refuse(socket, decision.body);
+    if (entry.breaker.opened) return refuse(socket, statusBody(503, 'ServiceUnavailable', `cluster "${entry.view.name}" is failing: its circuit breaker is open`));
+
+    const { upstream } = entry;
+    const headers: OutgoingHttpHeaders = { host: upstream.server.host };
+    for (const [name, value] of keptRawHeaders(req.rawHeaders, options.headers, UPGRADE_HEADERS)) {
+      const key = name.toLowerCase();
+      const previous = headers[key];
+      headers[key] = previous === undefined ? value : [...(Array.isArray(previous) ? previous : [String(previous)]), value];
+    }
+    if (upstream.authorization) headers.authorization = upstream.authorization;
+    const query = parsed.query.toString();
+    const target = {
+      host: upstream.server.hostname,
+      port: Number(upstream.server.port || (upstream.tls ? 443 : 80)),
+      method: req.method,
+      path: `${upstream.upstreamPath(parsed.path)}${query === '' ? '' : `?${query}`}`,
+      headers,
+      agent: false as const,
+    };
+    const out: ClientRequest = upstream.tls
+      ? httpsRequest({ ...target, servername: upstream.server.hostname, ...upstream.tls })
+      : httpRequest(target);
+    let answered = false;
+    const fail = (err: Error): void => {
+      logger.warn({ err, cluster: entry.view.name }, 'upgraded connection failed');
+      if (!answered) refuse(socket, statusFor(503, `cluster "${entry.view.name}" API server unreachable: ${err.message}`));
+      else socket.destroy();
+    };
+    out.on('error', fail);
+    out.on('upgrade', (res: IncomingMessage, upstreamSocket: Duplex, upstreamHead: Buffer) => {
+      answered = true;
+      socket.write(`${head(`HTTP/1.1 101 ${res.statusMessage ?? 'Switching Protocols'}`, res.rawHeaders, new Set())}\r\n`);
+      if (upstreamHead.length > 0) socket.write(upstreamHead);
+      if (clientHead.length > 0) upstreamSocket.write(clientHead);
+      upstreamSocket.pipe(socket);
+      socket.pipe(upstreamSocket);
+      const close = (): void => {
+        upstreamSocket.destroy();
+        socket.destroy();
+      };
+      upstreamSocket.on('error', close);
+      socket.on('error', close);
+      upstreamSocket.on('close', close);
+      socket.on('close', close);
+    });
+    out.on('response', (res: IncomingMessage) => {
+      answered = true;
+      socket.write(`${head(`HTTP/1.1 ${res.statusCode ?? 502} ${res.statusMessage ?? ''}`, res.rawHeaders, FRAMING)}connection: close\r\n\r\n`);
+      res.pipe(socket);
+      res.on('error', () => socket.destroy());
+    });
+    socket.on('error', () => out.destroy());
+    out.end();
+  };
+}

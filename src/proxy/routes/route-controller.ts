@@ -1,0 +1,218 @@
+import type { Logger } from 'pino';
+import type { ProxyMetrics } from '../../metrics/index.js';
+import type { RouteTable } from '../../transport/index.js';
+import type { ClusterLinks } from '../upstream/cluster-links.js';
+import { leaseExpired } from './fencing.js';
+import { InflightWrites } from './inflight-writes.js';
+import type { RouteSource } from './route-source.js';
+import { RouteState } from './route-state.js';
+import { tableRefusal } from './table-admission.js';
+import type { TableStore } from './table-store.js';
+import { WatchRegistry, type OpenWatch } from './watch-registry.js';
+
+export interface RouteControllerOptions {
+  source: RouteSource;
+  store: TableStore;
+  /** Per-cluster pools and breakers; consulted only when a table or the fencing changes. */
+  links: ClusterLinks;
+  metrics: ProxyMetrics;
+  logger: Logger;
+  now: () => number;
+  /** How often the lease is checked. */
+  tickMs?: number;
+  /** The proxy fences itself this long before its lease ends (clock-rate safety; the hub adds its own margin). */
+  leaseMarginMs?: number;
+  /** Told of every table installed (stored, live, fenced or not), e.g. to keep the operator's kubeconfig. */
+  onInstalled?: (table: RouteTable) => void;
+}
+
+/**
+ * Applies route tables as they come (only newer versions), keeps the last one on disk, ends the watches a
+ * change invalidates, waits for the writes admitted under the previous table to be answered and then
+ * acknowledges, and fences the proxy when a leased source is out of contact for
+ * longer than the table's lease.
+ */
+export class RouteController {
+  private readonly openWatches = new WatchRegistry();
+  /** Writes forwarded and not answered yet (the request path registers them through trackWrite). */
+  private readonly inflightWrites = new InflightWrites();
+  private state: RouteState | undefined;
+  /** This proxy's clock before it asked for the last lease extension it got (0: none yet). */
+  private extendedAt = 0;
+  private savedExtendedAt = 0;
+  private timer: NodeJS.Timeout | undefined;
+  private readonly options: RouteControllerOptions;
+
+  constructor(options: RouteControllerOptions) {
+    this.options = options;
+  }
+
+  get current(): RouteState | undefined {
+    return this.state;
+  }
+
+  /** The watches open through the proxy (read-only: the request path opens them with registerWatch). */
+  get watches(): { readonly size: number } {
+    return this.openWatches;
+  }
+
+  /** The writes forwarded and not answered yet (read-only: the request path registers them with trackWrite). */
+  get writes(): { readonly size: number } {
+    return this.inflightWrites;
+  }
+
+  /** Registers an open watch, so a table that changes its selector ends it; returns its unregistration. */
+  registerWatch(watch: OpenWatch): () => void {
+    return this.openWatches.add(watch);
+  }
+
+  /**
+   * Registers a forwarded write; returns it unchanged. A table installed later is acknowledged only once the writes
+   * admitted before it are answered.
+   */
+  trackWrite<T>(write: Promise<T>): Promise<T> {
+    return this.inflightWrites.track(write);
+  }
+
+  /** Loads the stored table (if any), then starts the live source; a source that fails to start leaves the stored table serving. */
+  async start(): Promise<void> {
+    const { source, store, logger } = this.options;
+    const loaded = await store.load();
+    const refusal = loaded && tableRefusal(loaded.table, this.options.now());
+    if (refusal) logger.error({ path: store.path, reason: refusal }, 'the stored route table is refused; waiting for the live source');
+    const stored = refusal ? undefined : loaded;
+    if (stored) {
+      this.extendedAt = stored.contactAt;
+      this.savedExtendedAt = stored.contactAt;
+      this.install(stored.table, 'stored');
+      logger.info({ version: stored.table.version, path: store.path }, 'serving the stored route table until the live source answers');
+    }
+    this.timer = setInterval(() => this.tick(), this.options.tickMs ?? 1000);
+    this.timer.unref();
+    try {
+      await source.start({
+        onTable: (table) => this.onTable(table),
+        onContact: (connected) => this.onContact(connected),
+        onRenewal: (askedAt) => this.onRenewal(askedAt),
+      });
+    } catch (err) {
+      if (!stored) throw err;
+      logger.error({ err, source: source.description }, 'route source unavailable; serving the stored table');
+    }
+    this.tick();
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    await this.options.source.stop();
+    await this.options.store.idle();
+  }
+
+  readiness(): { ready: boolean; reasons: string[] } {
+    if (this.state === undefined) return { ready: false, reasons: [`no route table yet from ${this.options.source.description}`] };
+    if (this.state.fenced) {
+      const since = this.extendedAt === 0 ? 'no lease extension yet' : `no lease extension for ${Math.round((this.options.now() - this.extendedAt) / 1000)}s`;
+      return {
+        ready: false,
+        reasons: [`fenced: ${since} from ${this.options.source.description} (lease ${this.state.table.leaseSeconds}s); serving no buckets`],
+      };
+    }
+    return { ready: true, reasons: [] };
+  }
+
+  private onTable(table: RouteTable): void {
+    const current = this.state?.table;
+    if (current && (table.operator !== current.operator || table.shard !== current.shard)) {
+      this.options.logger.error({ operator: table.operator, shard: table.shard }, 'route table for another shard ignored');
+      return;
+    }
+    if (current && table.version <= current.version) return;
+    const refusal = tableRefusal(table, this.options.now());
+    if (refusal) {
+      this.options.logger.error({ version: table.version, reason: refusal }, 'route table refused; keeping the current one');
+      return;
+    }
+    this.install(table, 'live');
+    // Taken now: the writes admitted from here on were judged by this table.
+    void this.persistAndAcknowledge(table, this.inflightWrites.drained());
+  }
+
+  private onContact(connected: boolean): void {
+    this.options.metrics.natsConnected.set(connected ? 1 : 0);
+    this.options.logger[connected ? 'info' : 'warn']({ source: this.options.source.description }, connected ? 'route source in contact' : 'route source lost');
+  }
+
+  private onRenewal(askedAt: number): void {
+    if (askedAt <= this.extendedAt) return;
+    this.extendedAt = askedAt;
+    this.tick();
+  }
+
+  /**
+   * Whether the table a request was judged by still holds, by the clock, now: the fence flag is set by a timer, so
+   * a request that waited after being judged (reading its body, or a paused process) is checked again before it
+   * leaves. It narrows the window to the moment of sending; a process frozen after that needs the API server to fence.
+   */
+  stillServes(state: RouteState): boolean {
+    // A request judged under a fenced table was judged as fenced: only an unfenced judgement can go stale.
+    return this.state === state && (state.fenced || !this.leaseOver(state.table));
+  }
+
+  /** Whether the lease has run out: never for a source without one. */
+  private leaseOver(table: RouteTable): boolean {
+    return (
+      this.options.source.leased &&
+      leaseExpired({ extendedAt: this.extendedAt, leaseSeconds: table.leaseSeconds, marginMs: this.options.leaseMarginMs ?? 0, now: this.options.now() })
+    );
+  }
+
+  private tick(): void {
+    const state = this.state;
+    if (state === undefined) return;
+    const now = this.options.now();
+    const fenced = this.leaseOver(state.table);
+    if (fenced !== state.fenced) {
+      this.options.logger[fenced ? 'error' : 'info'](
+        { source: this.options.source.description, leaseSeconds: state.table.leaseSeconds },
+        fenced ? 'lease over: fencing, serving no buckets until the hub extends it' : 'lease extended for the current table: serving it again',
+      );
+      this.install(state.table, fenced ? 'fenced' : 'unfenced', fenced);
+    }
+    if (this.extendedAt > this.savedExtendedAt && now - this.savedExtendedAt > (state.table.leaseSeconds * 1000) / 2) {
+      this.save(state.table).catch((err: unknown) => this.options.logger.error({ err, path: this.options.store.path }, 'cannot store the route table'));
+    }
+  }
+
+  private install(table: RouteTable, why: string, fenced = this.leaseOver(table)): void {
+    const { links, metrics, logger, now } = this.options;
+    const state = new RouteState({ table, fenced, link: (route) => links.link(route) });
+    this.state = state;
+    this.openWatches.reconcile(state, (watch, reason) => metrics.watchesEnded.inc({ cluster: watch.cluster, reason }));
+    links.retain(new Set(state.clusters.keys()));
+    metrics.routeTableVersion.set(table.version);
+    metrics.routeTableAppliedAt.set(now() / 1000);
+    metrics.fenced.set(fenced ? 1 : 0);
+    this.options.onInstalled?.(table);
+    logger.info(
+      { version: table.version, why, clusters: table.clusters.map((c) => ({ name: c.name, buckets: fenced ? [] : c.buckets })) },
+      'route table applied',
+    );
+  }
+
+  private async persistAndAcknowledge(table: RouteTable, earlierWrites: Promise<void>): Promise<void> {
+    const { source, logger } = this.options;
+    try {
+      await this.save(table);
+      await earlierWrites;
+      await source.acknowledge?.(table);
+    } catch (err) {
+      logger.error({ err, version: table.version }, 'route table applied but not stored or acknowledged');
+    }
+  }
+
+  private async save(table: RouteTable): Promise<void> {
+    const contactAt = this.extendedAt;
+    await this.options.store.save({ table, contactAt });
+    this.savedExtendedAt = contactAt;
+  }
+}

@@ -1,0 +1,318 @@
+import { InvalidConfigError } from '../errors.js';
+import { balance } from './balance.js';
+import { sortedUnique, type PlanningFleet } from './fleet.js';
+import type { Assignment, Move, OperatorInput, OperatorStats, PlanResult, ShardInput } from './plan-format.js';
+import { compileSelector, matches } from './selector.js';
+
+type Unassigned = PlanResult['unassigned'][number];
+type ShardUnits = Assignment['operators'][string];
+
+/**
+ * One operator's units and who owns them, kept in typed arrays indexed by unit so that a change re-balances only
+ * the group it touches. Shards are kept in name order; `owner` holds shard indices.
+ */
+export class OperatorPlanner {
+  readonly name: string;
+  private shards: ShardInput[] = [];
+  private home: (number | undefined)[] = [];
+  private planned: number[] = [];
+  private readonly owner: Int32Array;
+  /** Units owned by a hand-written shard: never planned. */
+  private readonly fixed: Uint8Array;
+  private readonly inScope: Uint8Array;
+  private readonly fixedUnassigned: Unassigned[] = [];
+  /** Groups of clusters balanced together: all of them for a multicluster operator, else one each. */
+  private readonly partitions: number[][];
+  private readonly partitionOfCluster: Int32Array;
+  private readonly partitionUnassigned: Unassigned[][];
+  /** Units of each partition that the planner places (not fixed), in unit order. */
+  private readonly partitionUnitList: Int32Array[];
+  /** The assignment this plan started from, for the moves of {@link result}. */
+  private readonly baseline: { names: string[]; owner: Int32Array; gone: Move[] };
+
+  private readonly fleet: PlanningFleet;
+  private readonly input: OperatorInput;
+
+  constructor(from: { fleet: PlanningFleet; input: OperatorInput; previous: ShardUnits | undefined }) {
+    const { fleet, input, previous } = from;
+    this.fleet = fleet;
+    this.input = input;
+    this.name = input.name;
+    const U = fleet.unitCount;
+    this.owner = new Int32Array(U).fill(-1);
+    this.fixed = new Uint8Array(U);
+    this.inScope = new Uint8Array(U);
+    this.baseline = this.readPrevious(previous);
+    this.setShards(sortedUnique(input.shards, `shard of operator ${input.name}`));
+    this.placeFixed();
+    const universe = this.universe();
+    this.partitions = input.multicluster ? [universe] : universe.map((ci) => [ci]);
+    this.partitionOfCluster = new Int32Array(fleet.clusters.length).fill(-1);
+    this.partitions.forEach((clusters, p) => clusters.forEach((ci) => (this.partitionOfCluster[ci] = p)));
+    this.partitionUnassigned = this.partitions.map(() => []);
+    this.partitionUnitList = this.partitions.map((clusters) => this.unitsOf(clusters));
+    const index = new Map(this.shards.map((s, i) => [s.name, i]));
+    const B = fleet.bucketCount;
+    for (const clusters of this.partitions) {
+      for (const ci of clusters) {
+        for (let u = ci * B; u < (ci + 1) * B; u++) {
+          if (this.fixed[u]) continue;
+          this.inScope[u] = 1;
+          const p = this.baseline.owner[u] as number;
+          this.owner[u] = p >= 0 ? (index.get(this.baseline.names[p] as string) ?? -1) : -1;
+        }
+      }
+    }
+    const known = new Set(this.baseline.names);
+    const joined = previous ? this.shards.flatMap((s, i) => (known.has(s.name) ? [] : [i])) : [];
+    this.partitions.forEach((_, p) => this.rebalance(p, joined));
+  }
+
+  private readPrevious(previous: ShardUnits | undefined) {
+    const names = Object.keys(previous ?? {}).sort();
+    const owner = new Int32Array(this.fleet.unitCount).fill(-1);
+    const gone: Move[] = [];
+    names.forEach((name, i) => {
+      for (const [cluster, buckets] of Object.entries(previous?.[name] ?? {})) {
+        const ci = this.fleet.clusterIndex.get(cluster);
+        for (const bucket of buckets) {
+          if (ci === undefined || bucket >= this.fleet.bucketCount) gone.push({ operator: this.name, cluster, bucket, from: name, to: null, weight: 0 });
+          else owner[ci * this.fleet.bucketCount + bucket] = i;
+        }
+      }
+    });
+    return { names, owner, gone };
+  }
+
+  private setShards(shards: ShardInput[]): void {
+    this.shards = shards;
+    this.home = shards.map((s) => this.fleet.clusterIndex.get(s.homeCluster));
+    this.planned = shards.flatMap((s, i) => (s.buckets === undefined ? [i] : []));
+  }
+
+  /** Hand-written configs (and roots without clusters) own what their limits say, in their own cluster. */
+  private placeFixed(): void {
+    const B = this.fleet.bucketCount;
+    this.shards.forEach((shard, si) => {
+      const ci = this.home[si];
+      for (const bucket of shard.buckets ?? []) {
+        if (bucket >= B) throw new InvalidConfigError(`shard ${shard.name} of ${this.name}: bucket ${bucket} is not below the bucket count ${B}`);
+        if (ci === undefined) {
+          this.fixedUnassigned.push({ operator: this.name, cluster: shard.homeCluster, bucket, reason: `cluster ${shard.homeCluster} is not registered` });
+          continue;
+        }
+        const u = ci * B + bucket;
+        this.inScope[u] = 1;
+        this.fixed[u] = 1;
+        if (this.owner[u] === -1) this.owner[u] = si;
+      }
+    });
+  }
+
+  private universe(): number[] {
+    if (this.planned.length === 0) return [];
+    const all = this.fleet.clusters.map((_, ci) => ci);
+    if (this.input.clusters) {
+      const selector = compileSelector(this.input.clusters);
+      return all.filter((ci) => matches(selector, this.fleet.clusters[ci]?.labels ?? {}));
+    }
+    const homes = new Set(this.planned.map((si) => this.home[si]));
+    return all.filter((ci) => homes.has(ci));
+  }
+
+  /** The shards that may own units of partition p right now. */
+  private eligible(p: number): number[] {
+    const first = this.partitions[p]?.[0];
+    return this.planned.filter((si) => {
+      const ci = this.home[si];
+      if (ci === undefined || (this.fleet.moveOffline && this.fleet.offline[ci])) return false;
+      return this.input.multicluster === true || ci === first;
+    });
+  }
+
+  private unitsOf(clusters: readonly number[]): Int32Array {
+    const B = this.fleet.bucketCount;
+    const units: number[] = [];
+    for (const ci of clusters) {
+      for (let u = ci * B; u < (ci + 1) * B; u++) if (!this.fixed[u]) units.push(u);
+    }
+    return Int32Array.from(units);
+  }
+
+  /** Re-balances one partition from its current owners; `joined` shards take work from the heaviest. */
+  private rebalance(p: number, joined: readonly number[]): void {
+    const units = this.partitionUnitList[p] as Int32Array;
+    const eligible = this.eligible(p);
+    const unassigned: Unassigned[] = [];
+    this.partitionUnassigned[p] = unassigned;
+    if (eligible.length === 0) {
+      for (const u of units) {
+        this.owner[u] = -1;
+        const cluster = this.fleet.clusterOf(u);
+        unassigned.push({
+          operator: this.name,
+          cluster,
+          bucket: u % this.fleet.bucketCount,
+          reason: this.input.multicluster
+            ? 'no shard runs in a cluster that is not Offline'
+            : `no shard runs in cluster ${cluster} and the operator is not multicluster`,
+        });
+      }
+      return;
+    }
+    const toLocal = new Int32Array(this.shards.length).fill(-1);
+    eligible.forEach((si, k) => (toLocal[si] = k));
+    const weights = new Float64Array(units.length);
+    const previous = new Int32Array(units.length);
+    units.forEach((u, k) => {
+      weights[k] = this.fleet.weights[u] as number;
+      const o = this.owner[u] as number;
+      previous[k] = o >= 0 ? (toLocal[o] as number) : -1;
+    });
+    const joinedLocal = joined.map((si) => toLocal[si] as number).filter((k) => k >= 0);
+    const local = balance({ weights, shardCount: eligible.length, previous, joined: joinedLocal });
+    units.forEach((u, k) => {
+      const l = local[k] as number;
+      this.owner[u] = l >= 0 ? (eligible[l] as number) : -1;
+    });
+  }
+
+  private ownerName(u: number): string | null {
+    const o = this.owner[u] as number;
+    return o >= 0 ? (this.shards[o]?.name ?? null) : null;
+  }
+
+  /** Runs a change on some partitions and returns the moves it caused. */
+  private changed(partitions: number[], change: () => void): Move[] {
+    const unique = [...new Set(partitions)].filter((p) => p >= 0).sort((a, b) => a - b);
+    const names = this.shards.map((s) => s.name);
+    const before = unique.map((p) => {
+      const units = this.partitionUnitList[p] as Int32Array;
+      return { units, owners: units.map((u) => this.owner[u] as number) };
+    });
+    change();
+    const moves: Move[] = [];
+    for (const { units, owners } of before) {
+      units.forEach((u, k) => {
+        const o = owners[k] as number;
+        const from = o >= 0 ? (names[o] as string) : null;
+        const to = this.ownerName(u);
+        if (from !== to) {
+          moves.push({ operator: this.name, cluster: this.fleet.clusterOf(u), bucket: u % this.fleet.bucketCount, from, to, weight: this.fleet.weights[u] as number });
+        }
+      });
+    }
+    return moves;
+  }
+
+  /** The partitions a planned shard homed in cluster `ci` takes part in. */
+  private partitionsOfHome(ci: number | undefined): number[] {
+    if (this.input.multicluster) return this.partitions.length > 0 ? [0] : [];
+    return ci === undefined ? [] : [this.partitionOfCluster[ci] as number];
+  }
+
+  /** After a unit's weight changed. */
+  weightChanged(unit: number): Move[] {
+    if (!this.inScope[unit] || this.fixed[unit]) return [];
+    const p = this.partitionOfCluster[Math.floor(unit / this.fleet.bucketCount)] as number;
+    return this.changed([p], () => this.rebalance(p, []));
+  }
+
+  /** After a cluster turned Offline or back (only called when moving units of Offline clusters is configured). */
+  healthChanged(ci: number): Move[] {
+    const partitions = this.planned.some((si) => this.home[si] === ci) ? this.partitionsOfHome(ci) : [];
+    return this.changed(partitions, () => partitions.forEach((p) => this.rebalance(p, [])));
+  }
+
+  /** A planned shard joins (it takes work from the heaviest shards) or leaves (its units go to the lightest). */
+  shardsChanged(shards: ShardInput[], touchedHome: string): Move[] {
+    const next = sortedUnique(shards, `shard of operator ${this.name}`);
+    if (next.some((s) => s.buckets !== undefined) !== this.shards.some((s) => s.buckets !== undefined) || this.planned.length === 0) {
+      throw new InvalidConfigError(`operator ${this.name}: changing hand-written shards needs a full plan`);
+    }
+    const partitions = this.partitionsOfHome(this.fleet.clusterIndex.get(touchedHome));
+    const spans = new Set(this.partitions.flat());
+    const homes = new Set(next.map((s) => this.fleet.clusterIndex.get(s.homeCluster)));
+    // Without a cluster selector the operator spans its shards' home clusters: a change of those is a new plan.
+    const universeChanges = this.input.clusters === undefined && (homes.size !== spans.size || [...homes].some((ci) => ci === undefined || !spans.has(ci)));
+    if (partitions.length === 0 || partitions[0] === -1 || universeChanges) {
+      throw new InvalidConfigError(`operator ${this.name}: the change alters the clusters it spans; make a full plan`);
+    }
+    return this.changed(partitions, () => {
+      const oldNames = this.shards.map((s) => s.name);
+      const index = new Map(next.map((s, i) => [s.name, i]));
+      const remap = Int32Array.from(oldNames, (n) => index.get(n) ?? -1);
+      for (let u = 0; u < this.owner.length; u++) {
+        const o = this.owner[u] as number;
+        if (o >= 0) this.owner[u] = remap[o] as number;
+      }
+      this.setShards(next);
+      const old = new Set(oldNames);
+      const joined = next.flatMap((s, i) => (old.has(s.name) ? [] : [i]));
+      partitions.forEach((p) => this.rebalance(p, joined));
+    });
+  }
+
+  get shardList(): readonly ShardInput[] {
+    return this.shards;
+  }
+
+  /** Who owns what now, moves since the baseline, units nobody can own, and loads. */
+  snapshot(): { shards: ShardUnits; moves: Move[]; unassigned: Unassigned[]; stats: OperatorStats } {
+    const { fleet } = this;
+    const B = fleet.bucketCount;
+    const shards: ShardUnits = {};
+    const loads: Record<string, number> = {};
+    for (const shard of this.shards) {
+      shards[shard.name] = {};
+      loads[shard.name] = 0;
+    }
+    const records = this.shards.map((s) => shards[s.name] as Record<string, number[]>);
+    const current: (number[] | undefined)[] = this.shards.map(() => undefined);
+    const currentCluster = new Int32Array(this.shards.length).fill(-1);
+    const loadOf = new Float64Array(this.shards.length);
+    const moves: Move[] = [];
+    let totalWeight = 0;
+    let heaviestUnit = 0;
+    let movedWeight = 0;
+    let units = 0;
+    for (let ci = 0; ci < fleet.clusters.length; ci++) {
+      const cluster = fleet.clusters[ci]?.name as string;
+      for (let b = 0; b < B; b++) {
+        const u = ci * B + b;
+        const p = this.baseline.owner[u] as number;
+        if (!this.inScope[u] && p < 0) continue;
+        const o = this.owner[u] as number;
+        const w = fleet.weights[u] as number;
+        if (this.inScope[u]) {
+          units++;
+          totalWeight += w;
+          if (w > heaviestUnit) heaviestUnit = w;
+        }
+        if (o >= 0) {
+          if (currentCluster[o] !== ci) {
+            currentCluster[o] = ci;
+            current[o] = [];
+            (records[o] as Record<string, number[]>)[cluster] = current[o];
+          }
+          (current[o] as number[]).push(b);
+          loadOf[o] = (loadOf[o] as number) + w;
+        }
+        const from = p >= 0 ? (this.baseline.names[p] as string) : null;
+        const to = o >= 0 ? (this.shards[o]?.name as string) : null;
+        if (from !== to) {
+          moves.push({ operator: this.name, cluster, bucket: b, from, to, weight: w });
+          movedWeight += w;
+        }
+      }
+    }
+    this.shards.forEach((s, i) => (loads[s.name] = loadOf[i] as number));
+    moves.push(...this.baseline.gone);
+    return {
+      shards,
+      moves,
+      unassigned: [...this.fixedUnassigned, ...this.partitionUnassigned.flat()],
+      stats: { units, totalWeight, heaviestUnit, movedWeight, loads },
+    };
+  }
+}
