@@ -2,7 +2,7 @@ import { CustomObjectsApi, type AdmissionregistrationV1WebhookClientConfig, type
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { API_GROUP, API_VERSION, validateManifest, type LabelSelector } from '../api/index.js';
-import { expandRoot, type HashSettings } from '../sharding/index.js';
+import { expandRoot, shardName, type HashSettings } from '../sharding/index.js';
 import { PROXY_API_PORT, PROXY_OPS_PORT, proxyCommandArgs } from '../transport/proxy-command.js';
 import {
   ENABLE_PROXY_LABEL,
@@ -115,7 +115,7 @@ export function proxySecretItems(shard: string, natsTls: boolean): SecretItem[] 
 function sidecarOptions(proxy: InjectedProxy, configs: readonly ListedConfig[]): SidecarOptions {
   const shard = (target: ProxyTarget): string => {
     const config = configs.find((c) => c.name === target.shardingConfig);
-    return `${proxy.cluster}/${config?.child ?? target.shardingConfig}`;
+    return shardName(proxy.cluster, config?.child ?? target.shardingConfig);
   };
   return {
     image: proxy.image,

@@ -8,6 +8,7 @@ import type { Logger } from 'pino';
 import { API_GROUP, API_VERSION } from '../api/index.js';
 import { freePort, httpOk, packageRoot, ServerProcess, startTestbed, TestbedError, type Testbed } from '../dev/index.js';
 import { writeRoleCreds, type AuthFiles } from '../transport/auth/index.js';
+import { isApiStatus } from '../kube/index.js';
 import { proxyCommandArgs } from '../transport/proxy-command.js';
 
 /** The annotation the sample operator stamps on what it reconciles (src/sample-operator). */
@@ -127,7 +128,7 @@ async function meshLabels(core: CoreV1Api, namespace: string): Promise<Record<st
 async function applyWorkload(kc: KubeConfig, namespaces: number, root: object | undefined): Promise<void> {
   const core = kc.makeApiClient(CoreV1Api);
   const ignoreConflict = (err: unknown): void => {
-    if ((err as { code?: number }).code !== 409) throw err;
+    if (!isApiStatus(err, 409)) throw err;
   };
   const names = Array.from({ length: namespaces }, (_, i) => `demo-${i}`);
   for (const name of [DEMO_NAMESPACE, ...names]) await core.createNamespace({ body: { metadata: { name } } }).catch(ignoreConflict);

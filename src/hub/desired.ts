@@ -4,6 +4,7 @@ import {
   expandRoot,
   operatorsFromConfigs,
   plan,
+  shardName,
   type Assignment,
   type HashSettings,
   type OperatorInput,
@@ -19,14 +20,6 @@ export interface DesiredInput {
   health: ReadonlyMap<string, ClusterHealth>;
   /** What each operator's shards were meant to own last time (granted or in flight): keeps the plan sticky. */
   previous: ReadonlyMap<string, Record<string, UnitKey[]>>;
-}
-
-/**
- * A shard is named `<cluster>/<config>`: the same root or hand-written ShardingConfig applied in several clusters
- * is one operator (`<namespace>/<name>`) whose shards run in each of them.
- */
-export function shardName(cluster: string, config: string): string {
-  return `${cluster}/${config}`;
 }
 
 interface ShardExtras {

@@ -18,7 +18,7 @@ export { LockRenamer } from './routes/leader-election.js';
 export { NatsRouteSource } from './routes/nats-route-source.js';
 export { operatorKubeconfig } from './routes/operator-kubeconfig.js';
 export { type RouteSource, type RouteSourceHandlers } from './routes/route-source.js';
-export { parseRouteTable, readRouteTable } from './routes/route-table-file.js';
+export { parseRouteTable, readRouteTableFile } from './routes/route-table-file.js';
 export { ClusterShardView } from './routes/shard-view.js';
 export { TableStore, parseStoredTable } from './routes/table-store.js';
 export { FileRuleSource } from './rule-files/file-rule-source.js';

@@ -35,3 +35,4 @@ export {
 } from './plan-format.js';
 export { bucketsOfLimits, operatorsFromConfigs } from './operators-from-configs.js';
 export { ownedSelector } from './owned-selector.js';
+export { shardName } from './shard-name.js';

@@ -1,3 +1,4 @@
+import { isApiStatus } from '../../src/kube/index.js';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { AdmissionregistrationV1Api, CoreV1Api, CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
@@ -142,7 +143,7 @@ describe("an agent under the agent chart's ClusterRole, in a real API server", (
       .readMutatingWebhookConfiguration({ name: `ctrlmesh-agent-${registryName}` })
       .then(
         () => false,
-        (err: { code?: number }) => err.code === 404,
+        (err: unknown) => isApiStatus(err, 404),
       );
     expect(gone).toBe(true);
   });

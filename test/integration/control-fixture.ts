@@ -10,6 +10,7 @@ import { AGENT_DEFAULTS, startAgent, type AgentHandle, type AgentOptions } from 
 import { natsClientConfig, natsUrls, startNats, type ClusterInfo, type NatsEndpoint, type NatsHandle, type NatsSecurity } from '../../src/dev/index.js';
 import { HUB_DEFAULTS, startHub, type HubHandle, type HubOptions } from '../../src/hub/index.js';
 import { Buckets, Keys, natsConnectionOptions, openRouteTable, type NatsClientConfig, type RouteTable } from '../../src/transport/index.js';
+import { isApiStatus } from '../../src/kube/index.js';
 import { kubeConfigFor } from './helpers/testbed.js';
 
 export const GROUP = 'ctrlmesh.kusionstack.io';
@@ -134,7 +135,7 @@ export async function ensureNamespace(kc: KubeConfig, name: string): Promise<voi
   try {
     await kc.makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name } } });
   } catch (err) {
-    if ((err as { code?: number }).code !== 409) throw err;
+    if (!isApiStatus(err, 409)) throw err;
   }
 }
 
@@ -175,7 +176,7 @@ export async function apply(kc: KubeConfig, obj: KubernetesObject & { spec: unkn
     try {
       return await replaceOrCreate(kc, obj);
     } catch (err) {
-      if ((err as { code?: number }).code !== 409) throw err;
+      if (!isApiStatus(err, 409)) throw err;
     }
   }
 }
@@ -189,7 +190,7 @@ async function replaceOrCreate(kc: KubeConfig, obj: KubernetesObject & { spec: u
     const existing = (await api.getNamespacedCustomObject({ ...params, name })) as KubernetesObject;
     await api.replaceNamespacedCustomObject({ ...params, name, body: { ...obj, metadata: { ...obj.metadata, resourceVersion: existing.metadata?.resourceVersion } } });
   } catch (err) {
-    if ((err as { code?: number }).code !== 404) throw err;
+    if (!isApiStatus(err, 404)) throw err;
     await api.createNamespacedCustomObject({ ...params, body: obj });
   }
 }

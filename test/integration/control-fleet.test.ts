@@ -1,3 +1,4 @@
+import { isApiStatus } from '../../src/kube/index.js';
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { promisify } from 'node:util';
@@ -178,8 +179,8 @@ describe('two clusters under one hub (real API servers, private NATS)', () => {
             plural,
             body: { apiVersion: `${GROUP}/v1alpha1`, kind, metadata: { name: `demo-${plural}` }, spec },
           })
-          .catch((err: { code?: number }) => {
-            if (err.code !== 409) throw err;
+          .catch((err: unknown) => {
+            if (!isApiStatus(err, 409)) throw err;
           }),
       );
     await create('circuitbreakers', 'CircuitBreaker', {

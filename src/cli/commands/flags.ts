@@ -39,14 +39,14 @@ export function readBootstrapTokens(path: string): { cluster: string; token: str
   return tokens;
 }
 
-/** `HOST:PORT` (IPv4 or name). */
+/** `HOST:PORT`: an IPv4 address, a name or a bracketed IPv6 address (`[::1]:5443`), and a port (0 picks one). */
 export function parseListen(flag: string, value: string): { host: string; port: number } {
   const at = value.lastIndexOf(':');
   const port = Number(value.slice(at + 1));
-  if (at <= 0 || !Number.isInteger(port) || port < 0 || port > 65535) {
+  if (at <= 0 || !/^\d+$/.test(value.slice(at + 1)) || port > 65535) {
     throw new UsageError(`--${flag} must be HOST:PORT (e.g. 127.0.0.1:9464), not "${value}"`);
   }
-  return { host: value.slice(0, at), port };
+  return { host: value.slice(0, at).replace(/^\[(.*)\]$/, '$1'), port };
 }
 
 /** `key=value` pairs of a repeated flag. */

@@ -1,6 +1,6 @@
 import { writeFile } from 'node:fs/promises';
 import { FileError, UsageError } from '../../errors.js';
-import { operatorKubeconfig, readRouteTable } from '../../proxy/index.js';
+import { operatorKubeconfig, readRouteTableFile } from '../../proxy/index.js';
 import { intValue, requiredString, stringValue, type Command } from '../command.js';
 
 export const kubeconfigCommand: Command = {
@@ -18,7 +18,7 @@ export const kubeconfigCommand: Command = {
     out: { type: 'string', valueName: 'FILE', description: 'write here instead of stdout' },
   },
   run: async (ctx) => {
-    const table = await readRouteTable(requiredString(ctx, 'route-table'));
+    const table = await readRouteTableFile(requiredString(ctx, 'route-table'));
     const host = stringValue(ctx, 'proxy-host') ?? '127.0.0.1';
     if (!/^[A-Za-z0-9.:[\]-]+$/.test(host)) throw new UsageError(`--proxy-host "${host}" is not a host name or address`);
     const port = intValue(ctx, 'port', 5443, { min: 1, max: 65535 });

@@ -13,22 +13,18 @@ import {
   type ProxyConfig,
   type RouteSource,
 } from '../../proxy/index.js';
+import { PROXY_API_PORT, PROXY_OPS_PORT } from '../../transport/proxy-command.js';
 import { intValue, requiredString, stringList, stringValue, type Command, type CommandContext } from '../command.js';
+import { parseListen } from './flags.js';
 
 function listenAddress(ctx: CommandContext, name: string, fallback: string): ListenAddress {
-  const raw = stringValue(ctx, name) ?? fallback;
-  const colon = raw.lastIndexOf(':');
-  const port = Number(raw.slice(colon + 1));
-  if (colon <= 0 || !Number.isInteger(port) || port < 0 || port > 65535) {
-    throw new UsageError(`--${name} must be HOST:PORT (e.g. 127.0.0.1:5443), not "${raw}"`);
-  }
-  return { host: raw.slice(0, colon).replace(/^\[|\]$/g, ''), port };
+  return parseListen(name, stringValue(ctx, name) ?? fallback);
 }
 
 function proxyConfig(ctx: CommandContext): ProxyConfig {
   return Object.freeze({
-    api: listenAddress(ctx, 'listen', '127.0.0.1:5443'),
-    ops: listenAddress(ctx, 'ops-listen', '127.0.0.1:5441'),
+    api: listenAddress(ctx, 'listen', `127.0.0.1:${PROXY_API_PORT}`),
+    ops: listenAddress(ctx, 'ops-listen', `127.0.0.1:${PROXY_OPS_PORT}`),
     ...(stringValue(ctx, 'egress-listen') === undefined ? {} : { egress: listenAddress(ctx, 'egress-listen', '') }),
     upstream: {
       headersTimeoutMs: intValue(ctx, 'upstream-timeout-ms', 30_000, { min: 100, max: 600_000 }),
@@ -96,8 +92,8 @@ export const proxyCommand: Command = {
     'pod-name': { type: 'string', valueName: 'NAME', description: 'with --nats: name in acknowledgements (default $POD_NAME)' },
     credentials: { type: 'string', valueName: 'FILE', description: 'kubeconfig with one context per cluster name' },
     store: { type: 'string', valueName: 'FILE', description: 'where the last applied table is kept (default .ctrlmesh/proxy-route-table.json)' },
-    listen: { type: 'string', valueName: 'HOST:PORT', description: 'API listener for the operator (default 127.0.0.1:5443)' },
-    'ops-listen': { type: 'string', valueName: 'HOST:PORT', description: '/healthz /readyz /metrics (default 127.0.0.1:5441)' },
+    listen: { type: 'string', valueName: 'HOST:PORT', description: `API listener for the operator (default 127.0.0.1:${PROXY_API_PORT})` },
+    'ops-listen': { type: 'string', valueName: 'HOST:PORT', description: `/healthz /readyz /metrics (default 127.0.0.1:${PROXY_OPS_PORT})` },
     'egress-listen': { type: 'string', valueName: 'HOST:PORT', description: 'HTTP proxy for external REST calls (off unless given)' },
     'write-kubeconfig': { type: 'string', valueName: 'FILE', description: "keep the operator's kubeconfig here (a context per cluster of the table)" },
     rules: { type: 'string', multiple: true, valueName: 'FILE', description: 'CircuitBreaker / FaultInjection manifests (repeatable; re-read on change)' },

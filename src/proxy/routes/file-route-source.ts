@@ -1,7 +1,7 @@
 import { unwatchFile, watchFile, type Stats } from 'node:fs';
 import type { Logger } from 'pino';
 import type { RouteSource, RouteSourceHandlers } from './route-source.js';
-import { readRouteTable } from './route-table-file.js';
+import { readRouteTableFile } from './route-table-file.js';
 
 /**
  * Route tables from a JSON file, re-read when it changes (polled, so an atomic rename by an editor or a
@@ -23,11 +23,11 @@ export class FileRouteSource implements RouteSource {
   }
 
   async start(handlers: RouteSourceHandlers): Promise<void> {
-    handlers.onTable(await readRouteTable(this.path));
+    handlers.onTable(await readRouteTableFile(this.path));
     handlers.onContact(true);
     this.listener = (curr, prev) => {
       if (curr.mtimeMs === prev.mtimeMs && curr.size === prev.size) return;
-      readRouteTable(this.path).then(handlers.onTable, (err: unknown) =>
+      readRouteTableFile(this.path).then(handlers.onTable, (err: unknown) =>
         this.logger.error({ err, path: this.path }, 'route table file changed but cannot be used; keeping the current table'),
       );
     };

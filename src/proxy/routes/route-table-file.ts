@@ -24,7 +24,7 @@ export function parseRouteTable(text: string, origin: string): RouteTable {
 }
 
 /** Reads a route table file, or the proxy's stored state (`{ table, contactAt }`), which wraps one. */
-export async function readRouteTable(path: string): Promise<RouteTable> {
+export async function readRouteTableFile(path: string): Promise<RouteTable> {
   let text: string;
   try {
     text = await readFile(path, 'utf8');

@@ -8,6 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Agent, fetch as undiciFetch } from 'undici';
 import { freePort } from '../../../src/dev/index.js';
 import type { NatsClientConfig } from '../../../src/transport/index.js';
+import { proxyCommandArgs } from '../../../src/transport/proxy-command.js';
 
 /*
  * The fault harness: a TCP relay that can drop a link silently, a write prober that times every write each proxy
@@ -377,29 +378,20 @@ export class ProxyProcess {
     const args = [
       ...(portMap ? ['--import', PORT_MAP_PRELOAD] : []),
       join('dist', 'src', 'cli', 'main.js'),
-      'proxy',
-      '--nats',
-      nats.servers.join(','),
-      '--nats-ca',
-      nats.tls.caFile,
-      '--nats-creds',
-      creds,
-      '--route-signer',
-      o.routeSigner,
-      '--operator',
-      o.operator,
-      '--shard',
-      o.shard,
+      ...proxyCommandArgs({
+        nats: nats.servers,
+        natsCa: nats.tls.caFile,
+        natsCreds: creds,
+        routeSigners: [o.routeSigner],
+        operator: o.operator,
+        shard: o.shard,
+        credentials: o.credentials,
+        store: join(o.dir, 'store', 'table.json'),
+        listen: `127.0.0.1:${this.apiPort}`,
+        opsListen: `127.0.0.1:${this.opsPort}`,
+      }),
       '--pod-name',
       `${o.shard.replace(/\W+/g, '-')}-pod`,
-      '--credentials',
-      o.credentials,
-      '--store',
-      join(o.dir, 'store', 'table.json'),
-      '--listen',
-      `127.0.0.1:${this.apiPort}`,
-      '--ops-listen',
-      `127.0.0.1:${this.opsPort}`,
       '--lease-margin-ms',
       String(o.leaseMarginMs ?? 500),
       '--log-level',

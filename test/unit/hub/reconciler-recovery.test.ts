@@ -1,13 +1,12 @@
-import { createServer as createNkey } from '@nats-io/nkeys';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
-import { Fleet } from '../../../src/hub/fleet.js';
 import { unitKey } from '../../../src/hub/handover.js';
 import type { FleetPlan } from '../../../src/hub/plan.js';
 import { BUCKET_CHECK_MS, reconcile, type ReconcileContext } from '../../../src/hub/reconciler.js';
 import { createHubMetrics, createRegistry } from '../../../src/metrics/index.js';
-import { Buckets, Keys, MESSAGE_SCHEMA_VERSION, Messages, decodeMessage, routeSigner, type BucketName } from '../../../src/transport/index.js';
+import { Buckets, Keys, Messages, decodeMessage, type BucketName } from '../../../src/transport/index.js';
 import { FakeKv } from './fake-kv.js';
+import { fleetWithClusterA } from './fleet-fixture.js';
 
 const logger = pino({ level: 'silent' });
 const OPERATOR = 'ns/op';
@@ -32,14 +31,7 @@ function plan(s1: number[], s2: number[]): FleetPlan {
 }
 
 function setup(restored: () => BucketName[] = () => []) {
-  const signer = routeSigner(new TextDecoder().decode(createNkey().getSeed()));
-  const fleet = new Fleet(logger, [signer.publicKey]);
-  fleet.clusters.set('a', {
-    schema: MESSAGE_SCHEMA_VERSION,
-    cluster: { name: 'a', labels: {}, server: 'https://a:6443', caPem: 'CA' },
-    registeredAt: '2026-01-01T00:00:00Z',
-    updatedAt: '2026-01-01T00:00:00Z',
-  });
+  const { fleet, signer } = fleetWithClusterA(logger);
   const routes = new FakeKv();
   const state = new FakeKv();
   const clusters = new FakeKv();

@@ -1,14 +1,13 @@
-import { createServer as createNkey } from '@nats-io/nkeys';
 import fc from 'fast-check';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
-import { Fleet } from '../../../src/hub/fleet.js';
 import { unitKey } from '../../../src/hub/handover.js';
 import type { FleetPlan, OperatorPlan } from '../../../src/hub/plan.js';
 import { reconcile, type ReconcileContext } from '../../../src/hub/reconciler.js';
 import { createHubMetrics, createRegistry } from '../../../src/metrics/index.js';
-import { Keys, MESSAGE_SCHEMA_VERSION, Messages, decodeMessage, encodeToken, openRouteTable, routeSigner, type RouteTable } from '../../../src/transport/index.js';
+import { Keys, Messages, decodeMessage, encodeToken, openRouteTable, type RouteTable } from '../../../src/transport/index.js';
 import { FakeKv } from './fake-kv.js';
+import { fleetWithClusterA } from './fleet-fixture.js';
 
 const logger = pino({ level: 'silent' });
 const LEASE_SECONDS = 10;
@@ -39,14 +38,7 @@ class FailingRoutes extends FakeKv {
 }
 
 function setup(options: { leaderSince?: number; clock?: () => number } = {}) {
-  const signer = routeSigner(new TextDecoder().decode(createNkey().getSeed()));
-  const fleet = new Fleet(logger, [signer.publicKey]);
-  fleet.clusters.set('a', {
-    schema: MESSAGE_SCHEMA_VERSION,
-    cluster: { name: 'a', labels: {}, server: 'https://a:6443', caPem: 'CA' },
-    registeredAt: '2026-01-01T00:00:00Z',
-    updatedAt: '2026-01-01T00:00:00Z',
-  });
+  const { fleet, signer } = fleetWithClusterA(logger);
   const routes = new FailingRoutes();
   const state = new FakeKv();
   const ctx: ReconcileContext = {
