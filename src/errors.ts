@@ -90,3 +90,27 @@ export class SchemaError extends CtrlmeshError {
     this.name = 'SchemaError';
   }
 }
+
+/** A test server binary cannot be found or built; the message says which tool and what to install or set. */
+export class ToolError extends CtrlmeshError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(ErrorCodes.TOOL, message, options);
+    this.name = 'ToolError';
+  }
+}
+
+/** A server of the local test bed did not start or did not become ready; the message names it and shows its log. */
+export class TestbedError extends CtrlmeshError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(ErrorCodes.TESTBED, message, options);
+    this.name = 'TestbedError';
+  }
+}
+
+/** A body the proxy had to read was larger than it reads: answered 413, the rest never read. */
+export class BodyTooLargeError extends CtrlmeshError {
+  constructor(readonly limit: number) {
+    super(ErrorCodes.PROXY_REQUEST, `the request body is larger than ${limit} bytes, the most the proxy reads to judge a request`);
+    this.name = 'BodyTooLargeError';
+  }
+}

@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { chmod, mkdir, mkdtemp, readdir, rename, rm } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
-import { ToolError } from './errors.js';
+import { ToolError } from '../errors.js';
 import { packageRoot } from './package-root.js';
 import type { ToolSpec } from './tool-specs.js';
 

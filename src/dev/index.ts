@@ -1,7 +1,7 @@
 // The local test bed: used by `ctrlmesh dev`, the demo (src/demo), the tests and the benchmarks; never by production code.
 export { startApiServer, type ApiServerHandle, type ClusterInfo } from './api-server.js';
 export { stopLeftovers } from './leftovers.js';
-export { TestbedError } from './errors.js';
+export { TestbedError } from '../errors.js';
 export { startEtcd, type EtcdHandle } from './etcd.js';
 export { freePort } from './free-port.js';
 export { kubeconfigText, writeKubeconfig } from './kubeconfig.js';

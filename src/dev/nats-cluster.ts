@@ -1,7 +1,7 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { TestbedError } from './errors.js';
+import { TestbedError } from '../errors.js';
 import { freePort } from './free-port.js';
 import { secureSetup, type NatsOptions, type NatsSecurity } from './nats.js';
 import { httpOk } from './probes.js';

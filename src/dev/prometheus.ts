@@ -1,7 +1,7 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
-import { TestbedError } from './errors.js';
+import { TestbedError } from '../errors.js';
 import { freePort } from './free-port.js';
 import { httpOk } from './probes.js';
 import { ServerProcess } from './server-process.js';

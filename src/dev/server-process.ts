@@ -4,7 +4,7 @@ import { mkdir, readFile, realpath } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
-import { TestbedError } from './errors.js';
+import { TestbedError } from '../errors.js';
 import { removePidFile, writePidFile } from './pid-file.js';
 import type { ToolOptions } from './tools.js';
 

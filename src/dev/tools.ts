@@ -2,7 +2,7 @@ import { constants } from 'node:fs';
 import { access, mkdir } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
-import { ToolError } from './errors.js';
+import { ToolError } from '../errors.js';
 import { withFileLock } from './file-lock.js';
 import { goBuild } from './go-build.js';
 import { NODE_TOOL_NAMES, TOOL_NAMES, TOOL_SPECS, type ToolName } from './tool-specs.js';

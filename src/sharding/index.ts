@@ -1,5 +1,3 @@
-// SelectorSyntaxError lives in src/errors.ts; re-exported here for the proxy, which imports it from sharding.
-export { SelectorSyntaxError } from '../errors.js';
 export {
   compileSelector,
   matches,

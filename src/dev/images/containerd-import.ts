@@ -1,6 +1,6 @@
 import { stat } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { ToolError } from '../errors.js';
+import { ToolError } from '../../errors.js';
 import { parseImageRef } from './refs.js';
 import { runCommand } from './run.js';
 

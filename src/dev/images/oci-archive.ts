@@ -6,7 +6,7 @@ import { basename, dirname, join } from 'node:path';
 import { Transform, type TransformCallback } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGzip } from 'node:zlib';
-import { ToolError } from '../errors.js';
+import { ToolError } from '../../errors.js';
 import { parseImageRef } from './refs.js';
 import { runCommand } from './run.js';
 

@@ -1,7 +1,7 @@
 import { constants } from 'node:fs';
 import { access, copyFile, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { ToolError } from '../errors.js';
+import { ToolError } from '../../errors.js';
 import { withFileLock } from '../file-lock.js';
 import { packageRoot } from '../package-root.js';
 import { TOOL_SPECS, type ToolName } from '../tool-specs.js';

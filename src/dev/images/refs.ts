@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ToolError } from '../errors.js';
+import { ToolError } from '../../errors.js';
 import { packageRoot } from '../package-root.js';
 import { TOOL_SPECS } from '../tool-specs.js';
 

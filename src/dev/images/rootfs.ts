@@ -1,6 +1,6 @@
 import { chmod, copyFile, cp, lstat, mkdir, stat, writeFile } from 'node:fs/promises';
 import { isAbsolute, join, posix } from 'node:path';
-import { ToolError } from '../errors.js';
+import { ToolError } from '../../errors.js';
 import { runCommand } from './run.js';
 
 /** One thing to put into the image: `source` on this machine, `target` its absolute path inside the image. */

@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { ToolError } from '../errors.js';
+import { ToolError } from '../../errors.js';
 
 const TAIL_LINES = 30;
 // stdout is kept only for commands whose answer we parse (ldd, go mod download -json); a cap keeps a chatty

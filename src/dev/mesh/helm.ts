@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { TestbedError } from '../errors.js';
+import { TestbedError } from '../../errors.js';
 
 const PROGRESS_EVERY_MS = 15_000;
 

@@ -1,5 +1,5 @@
 import { networkInterfaces, type NetworkInterfaceInfo } from 'node:os';
-import { TestbedError } from '../errors.js';
+import { TestbedError } from '../../errors.js';
 
 export interface NodeAddress {
   /** The node's IPv4: kubelet's --node-ip, kube-apiserver's --advertise-address (the `kubernetes` Service's endpoint). */

@@ -1,7 +1,7 @@
 import { readdir, readFile, readlink, rm, rmdir, unlink } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { TestbedError } from '../errors.js';
+import { TestbedError } from '../../errors.js';
 import { isAlive } from '../process-alive.js';
 import { tryRun } from './exec.js';
 

@@ -1,6 +1,6 @@
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { TestbedError } from '../errors.js';
+import { TestbedError } from '../../errors.js';
 import { run, tryRun } from './exec.js';
 
 /** The CNI network's name: also the `name: "ctrlmesh"` the bridge plugin writes into its iptables comments. */

@@ -1,6 +1,6 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { TestbedError } from '../errors.js';
+import { TestbedError } from '../../errors.js';
 import { ServerProcess, serverControl, type ServerControl, type ServerStartOptions } from '../server-process.js';
 import { run, tryRun, whichBinary } from './exec.js';
 

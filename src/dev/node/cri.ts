@@ -1,6 +1,6 @@
 import { connect, constants, type ClientHttp2Session } from 'node:http2';
 import { connect as netConnect } from 'node:net';
-import { TestbedError } from '../errors.js';
+import { TestbedError } from '../../errors.js';
 
 /*
  * Just enough of the CRI (gRPC over the containerd socket) to tear pods down at stop: list the pod sandboxes,

@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { constants } from 'node:fs';
 import { access } from 'node:fs/promises';
 import { delimiter, isAbsolute, join } from 'node:path';
-import { TestbedError } from '../errors.js';
+import { TestbedError } from '../../errors.js';
 
 export interface RunResult {
   code: number | null;

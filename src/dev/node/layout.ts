@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { TestbedError } from '../errors.js';
+import { TestbedError } from '../../errors.js';
 import { containerdPaths, type ContainerdPaths } from './containerd.js';
 
 /**

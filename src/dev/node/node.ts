@@ -3,7 +3,7 @@ import { rm } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { Logger } from 'pino';
 import type { ApiServerHandle } from '../api-server.js';
-import { TestbedError } from '../errors.js';
+import { TestbedError } from '../../errors.js';
 import type { ServerControl } from '../server-process.js';
 import { resolveTool, type ToolOptions } from '../tools.js';
 import { nodeAddress } from './address.js';

@@ -1,12 +1,12 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
-import { SelectorSyntaxError } from '../../sharding/index.js';
+import { BodyTooLargeError, SelectorSyntaxError } from '../../errors.js';
 import type { RouteController } from '../routes/route-controller.js';
 import type { ClusterEntry } from '../routes/route-state.js';
 import { decide } from './enforce.js';
 import { forward, sendRestored, type UpstreamResponse } from './forward.js';
-import { BodyTooLargeError, isRefusal, isWrite, parseApiRequest, readBoundedBody, type HeaderPolicy, type RequestInfo, type ResourceRequest } from './parse/index.js';
+import { isRefusal, isWrite, parseApiRequest, readBoundedBody, type HeaderPolicy, type RequestInfo, type ResourceRequest } from './parse/index.js';
 import { statusBody, statusFor, type KubeStatus } from './status.js';
 import { WatchEventFilter } from './watch-filter.js';
 

@@ -1,7 +1,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { ClusterShardView } from '../../../src/proxy/index.js';
-import { SelectorSyntaxError, bucketOf, createHashSettings, matches, parseSelector } from '../../../src/sharding/index.js';
+import { SelectorSyntaxError } from '../../../src/errors.js';
+import { bucketOf, createHashSettings, matches, parseSelector } from '../../../src/sharding/index.js';
 import type { ClusterRoute, RouteTable } from '../../../src/transport/index.js';
 import { clusterFixture, routeTableFixture } from './route-table-fixture.js';
 
