@@ -1,11 +1,11 @@
 import Fastify from 'fastify';
-import { CustomObjectsApi, setHeaderOptions, PatchStrategy, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
+import { CustomObjectsApi, setHeaderOptions, PatchStrategy, type KubernetesObject } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { API_GROUP, validateManifest, type ShardingConfigModel, type ShardingConfigStatus } from '../api/index.js';
 import { clusterEndpoint, isApiStatus } from '../kube/index.js';
 import { createAgentMetrics, createRegistry, registerOpsRoutes, type AgentMetrics } from '../metrics/index.js';
-import { createHashSettings, type HashSettings, type HashSettingsInput } from '../sharding/index.js';
+import { createHashSettings, type HashSettings } from '../sharding/index.js';
 import {
   MESSAGE_SCHEMA_VERSION,
   Messages,
@@ -13,7 +13,6 @@ import {
   publishMessage,
   watchRouteTables,
   type ClusterReport,
-  type NatsClientConfig,
   type NatsLink,
   type RouteTable,
   type Watch,
@@ -22,59 +21,14 @@ import { DebouncedRunner } from '../runtime/index.js';
 import { ClusterWatch } from './cluster-watch.js';
 import { installCrds } from './crds.js';
 import { Labeller, labelWork } from './labeller.js';
-import { DEFAULT_SKIPPED_NAMESPACES } from './labels.js';
 import { connectAndRegister, type RegisteredLink } from './register.js';
 import { relatedResources } from './related.js';
 import { buildReport } from './report.js';
 import { shardingConfigStatus, statusChanged } from './sharding-status.js';
 import { registerWebhook, removeWebhook, startWebhookServer, WEBHOOK_PATH, type WebhookTarget, type WebhookTls } from './webhook.js';
 import { mintWebhookTls } from './webhook-tls.js';
+import type { AgentOptions } from './options.js';
 
-export interface AgentOptions {
-  cluster: string;
-  /** Labels recorded in the hub's registry (e.g. region), used by roots' cluster selectors. */
-  clusterLabels: Record<string, string>;
-  kc: KubeConfig;
-  /** The bootstrap identity's connection: exchanged at registration for the cluster's own (src/agent/register.ts). */
-  nats: NatsClientConfig;
-  token: string;
-  hash: HashSettingsInput;
-  /** API server URL the proxies should use, when it differs from the kubeconfig's. */
-  advertisedServer?: string;
-  heartbeatMs: number;
-  /**
-   * How often the latest report is sent again although nothing changed. Reports are fire-and-forget, so one sent
-   * while no hub leads (a lease hand-over) or while JetStream is still recovering (a NATS restart) is lost; the
-   * repeat delivers it. The hub ignores a repeat that matches what it stored.
-   */
-  reportRepeatMs: number;
-  debounceMs: number;
-  skipNamespaces: readonly string[];
-  labelQps: number;
-  installCrds: boolean;
-  /**
-   * The admission webhook; omitted = no webhook (labels come from the labelling passes only). Without `tls` a CA
-   * and serving certificate are minted in memory.
-   */
-  /** Without `target`, the API server calls https://HOST:PORT/mutate (HOST as listened on). */
-  webhook?: { tls?: WebhookTls; host: string; port: number; target?: WebhookTarget };
-  /**
-   * The proxy sidecar the webhook injects into labelled pods; omitted = no injection. `routeSigners` are the hub's
-   * route-signing public keys; `secretName` the Secret, in each pod's namespace, with the proxy's credentials.
-   */
-  sidecar?: { image: string; routeSigners: readonly string[]; secretName: string };
-  listen: { host: string; port: number };
-}
-
-export const AGENT_DEFAULTS = {
-  heartbeatMs: 2_000,
-  reportRepeatMs: 30_000,
-  debounceMs: 200,
-  skipNamespaces: DEFAULT_SKIPPED_NAMESPACES,
-  labelQps: 50,
-  installCrds: true,
-  listen: { host: '127.0.0.1', port: 9465 },
-} as const satisfies Partial<AgentOptions>;
 
 export interface AgentHandle {
   /** Base URL of /healthz, /readyz, /metrics. */

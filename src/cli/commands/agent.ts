@@ -1,4 +1,4 @@
-import { AGENT_DEFAULTS, startAgent, type AgentOptions } from '../../agent/index.js';
+import { AGENT_DEFAULTS, agentOptionProblems, startAgent, type AgentOptions } from '../../agent/index.js';
 import { UsageError } from '../../errors.js';
 import { inClusterKubeConfig, loadKubeConfig } from '../../kube/index.js';
 import { HASH_ALGORITHMS, type HashAlgorithm } from '../../sharding/index.js';
@@ -118,7 +118,7 @@ export const agentCommand: Command = {
     const webhook = webhookOptions(ctx);
     const sidecar = sidecarOptions(ctx);
     if (sidecar && !webhook) throw new UsageError('--proxy-image needs the webhook (--webhook-listen)');
-    const options: AgentOptions = {
+    const options: AgentOptions = Object.freeze({
       ...AGENT_DEFAULTS,
       cluster: requiredString(ctx, 'cluster'),
       clusterLabels: parseLabels('label', stringList(ctx, 'label')),
@@ -131,7 +131,9 @@ export const agentCommand: Command = {
       ...(advertised ? { advertisedServer: advertised } : {}),
       ...(webhook ? { webhook } : {}),
       ...(sidecar ? { sidecar } : {}),
-    };
+    });
+    const problems = agentOptionProblems(options);
+    if (problems.length) throw new UsageError(problems.join('; '));
     const agent = await startAgent(options, { logger: ctx.logger });
     ctx.stdout.write(`agent of cluster ${options.cluster} serving ${agent.url}\n`);
     await untilAborted(ctx.signal);

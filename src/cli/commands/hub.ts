@@ -56,7 +56,7 @@ export const hubCommand: Command = {
     const leaseTtl = intValue(ctx, 'lease-ttl', HUB_DEFAULTS.leaseTtlMs / 1000, { min: 2, max: 600 });
     const listen = stringValue(ctx, 'listen');
     const nats = requiredNatsConfig(ctx);
-    const options: HubOptions = {
+    const options: HubOptions = Object.freeze({
       ...HUB_DEFAULTS,
       nats,
       tokens: readBootstrapTokens(requiredString(ctx, 'token-file')),
@@ -73,7 +73,7 @@ export const hubCommand: Command = {
       proxyLeaseSeconds: intValue(ctx, 'proxy-lease', HUB_DEFAULTS.proxyLeaseSeconds, { min: 1, max: 3600 }),
       grantMarginMs: intValue(ctx, 'grant-margin', HUB_DEFAULTS.grantMarginMs / 1000, { min: 0, max: 600 }) * 1000,
       listen: listen ? parseListen('listen', listen) : HUB_DEFAULTS.listen,
-    };
+    });
     const problems = hubOptionProblems(options);
     if (problems.length) throw new UsageError(problems.join('; '));
     const hub = await startHub(options, { logger: ctx.logger });
