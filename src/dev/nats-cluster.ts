@@ -1,4 +1,4 @@
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { TestbedError } from '../errors.js';
@@ -27,8 +27,8 @@ export interface NatsServerHandle extends ServerControl {
   storeDir: string;
   /** SIGKILL, as a crash would end it; start() brings it back with its data. */
   kill(): Promise<void>;
-  /** SIGSTOP: the process stays, its sockets stay open, and it answers nothing (a hung server). */
-  freeze(): void;
+  /** SIGSTOP: the process stays, its sockets stay open, and it answers nothing (a hung server); resolves once stopped. */
+  freeze(): Promise<void>;
   /** SIGCONT after freeze(). */
   thaw(): void;
 }
@@ -138,7 +138,10 @@ export async function startNatsCluster(options: NatsClusterOptions): Promise<Nat
         storeDir: join(member.dir, 'jetstream'),
         ...serverControl(server),
         kill: () => server.kill(),
-        freeze: () => server.signal('SIGSTOP'),
+        freeze: async () => {
+          server.signal('SIGSTOP');
+          await stopped(server.pid);
+        },
         thaw: () => server.signal('SIGCONT'),
       };
     }),
@@ -207,4 +210,19 @@ export async function startNatsCluster(options: NatsClusterOptions): Promise<Nat
     stop,
     start,
   };
+}
+
+/**
+ * Resolves once the kernel reports the process stopped (state T in /proc/PID/stat): SIGSTOP takes effect
+ * asynchronously, and a request sent in between would still be answered.
+ */
+async function stopped(pid: number | undefined): Promise<void> {
+  if (pid === undefined) return;
+  for (let i = 0; i < 200; i += 1) {
+    const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
+    // The state follows the command name, which is in parentheses and may itself hold spaces.
+    if (/\) [Tt] /.test(stat)) return;
+    await sleep(10);
+  }
+  throw new TestbedError(`process ${pid} did not stop within 2 s of SIGSTOP`);
 }

@@ -428,7 +428,7 @@ describe.sequential('faults: one owner per unit under partitions, pauses, crashe
     try {
       await acceptedSince(prober, 'A', clock());
       const freezeAt = clock();
-      frozen.freeze();
+      await frozen.freeze();
       await apply(home, root(1));
       await acceptedSince(prober, 'B', freezeAt, 3, 60_000).catch(() => undefined);
       await sleep(Math.max(0, freezeAt + (PROXY_LEASE_SECONDS + 5) * 1000 - clock()));

@@ -117,7 +117,7 @@ describe('a 3-server NATS cluster (TLS, JWT auth, JetStream on all)', () => {
 
   it('one server frozen (SIGSTOP) answers nothing while the others go on; thawed (SIGCONT), it is healthy again', async () => {
     const frozen = cluster.servers.find((s) => s.name !== nc.info?.server_name) as NatsServerHandle;
-    frozen.freeze();
+    await frozen.freeze();
     try {
       await expect(fetch(`${frozen.monitorUrl}/healthz`, { signal: AbortSignal.timeout(500) })).rejects.toThrow();
       expect(frozen.pid()).toBeDefined();
