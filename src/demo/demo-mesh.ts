@@ -8,7 +8,7 @@ import type { Logger } from 'pino';
 import { API_GROUP, API_VERSION } from '../api/index.js';
 import { freePort, httpOk, packageRoot, ServerProcess, startTestbed, TestbedError, type Testbed } from '../dev/index.js';
 import { writeRoleCreds, type AuthFiles } from '../transport/auth/index.js';
-import { isApiStatus } from '../kube/index.js';
+import { ensureNamespace, isApiStatus } from '../kube/index.js';
 import { proxyCommandArgs } from '../transport/proxy-command.js';
 
 /** The annotation the sample operator stamps on what it reconciles (src/sample-operator). */
@@ -131,7 +131,7 @@ async function applyWorkload(kc: KubeConfig, namespaces: number, root: object | 
     if (!isApiStatus(err, 409)) throw err;
   };
   const names = Array.from({ length: namespaces }, (_, i) => `demo-${i}`);
-  for (const name of [DEMO_NAMESPACE, ...names]) await core.createNamespace({ body: { metadata: { name } } }).catch(ignoreConflict);
+  for (const name of [DEMO_NAMESPACE, ...names]) await ensureNamespace(core, name);
   if (root) {
     await kc
       .makeApiClient(CustomObjectsApi)

@@ -66,8 +66,8 @@ export async function startNodeBed(options: NodeBedOptions): Promise<NodeBed> {
 
   let started = Date.now();
   // Every build first, one at a time, with progress; later runs find them all in the caches.
-  for (const tool of ['etcd', 'kube-apiserver', 'helm', ...NODE_TOOL_NAMES] as const) await resolveTool(tool, common);
   const helm = (await resolveTool('helm', common)).path;
+  for (const tool of ['etcd', 'kube-apiserver', ...NODE_TOOL_NAMES] as const) await resolveTool(tool, common);
   const built = await buildProjectImages(common);
   const ref = (image: ProjectImageName): string => built.find((b) => b.name === image)?.ref as string;
   const buildMs = Date.now() - started;

@@ -10,7 +10,7 @@ import { AGENT_DEFAULTS, startAgent, type AgentHandle, type AgentOptions } from 
 import { natsClientConfig, natsUrls, startNats, type ClusterInfo, type NatsEndpoint, type NatsHandle, type NatsSecurity } from '../../src/dev/index.js';
 import { HUB_DEFAULTS, startHub, type HubHandle, type HubOptions } from '../../src/hub/index.js';
 import { Buckets, Keys, natsConnectionOptions, openRouteTable, type NatsClientConfig, type RouteTable } from '../../src/transport/index.js';
-import { isApiStatus } from '../../src/kube/index.js';
+import { ensureNamespace as ensureNamespaceOf, isApiStatus } from '../../src/kube/index.js';
 import { kubeConfigFor } from './helpers/testbed.js';
 
 export const GROUP = 'ctrlmesh.kusionstack.io';
@@ -132,11 +132,7 @@ export async function eventually<T>(check: () => T | Promise<T>, timeoutMs = 20_
 }
 
 export async function ensureNamespace(kc: KubeConfig, name: string): Promise<void> {
-  try {
-    await kc.makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name } } });
-  } catch (err) {
-    if (!isApiStatus(err, 409)) throw err;
-  }
+  await ensureNamespaceOf(kc.makeApiClient(CoreV1Api), name);
 }
 
 /** A hand-written (KusionStack-style) config owning the given buckets (values of label `key`) of its cluster. */

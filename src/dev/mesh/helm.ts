@@ -1,7 +1,6 @@
-import { spawn } from 'node:child_process';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { TestbedError } from '../../errors.js';
+import { runCommand } from '../images/run.js';
 
 const PROGRESS_EVERY_MS = 15_000;
 
@@ -50,24 +49,9 @@ export async function helmInstall(release: HelmRelease, options: HelmOptions): P
   options.onProgress(`helm install ${release.name} (${release.chart}) into ${release.namespace}; waiting for its pods to be Ready`);
   const timer = setInterval(() => options.onProgress(`still installing ${release.name}: ${Math.round((Date.now() - started) / 1000)} s`), PROGRESS_EVERY_MS);
   try {
-    const { code, output } = await run(options.helm, args, options.signal);
-    if (code !== 0) throw new TestbedError(`helm ${args.slice(0, 4).join(' ')} failed (exit ${code}):\n${output.trim()}`);
+    await runCommand(options.helm, args, { label: `helm install ${release.name}`, ...(options.signal ? { signal: options.signal } : {}) });
   } finally {
     clearInterval(timer);
   }
   options.onProgress(`${release.name} Ready in ${((Date.now() - started) / 1000).toFixed(1)} s`);
-}
-
-function run(binary: string, args: string[], signal?: AbortSignal): Promise<{ code: number | null; output: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'], ...(signal ? { signal } : {}) });
-    let output = '';
-    const keep = (chunk: Buffer): void => {
-      output = (output + chunk.toString('utf8')).slice(-8000);
-    };
-    child.stdout.on('data', keep);
-    child.stderr.on('data', keep);
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, output }));
-  });
 }

@@ -2,12 +2,13 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { ensureNamespace } from '../../kube/index.js';
 import { createAuthSetup, writeAuthSetup, type AuthFiles } from '../../transport/auth/index.js';
 import { createCertificateAuthority, issueCertificate } from '../../tls/index.js';
 import { parseImageRef } from '../images/index.js';
 import { packageRoot } from '../package-root.js';
 import { helmInstall } from './helm.js';
-import { ensureNamespace, putSecret } from './secrets.js';
+import { putSecret } from './secrets.js';
 
 /** The namespace of the mesh's own pods. */
 export const MESH_NAMESPACE = 'ctrlmesh-system';

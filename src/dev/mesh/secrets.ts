@@ -18,12 +18,3 @@ export async function putSecret(
     await api.replaceNamespacedSecret({ name: secret.name, namespace: secret.namespace, body });
   }
 }
-
-/** Creates a namespace unless it exists. */
-export async function ensureNamespace(api: CoreV1Api, name: string): Promise<void> {
-  try {
-    await api.createNamespace({ body: { metadata: { name } } });
-  } catch (err) {
-    if (!isApiStatus(err, 409)) throw err;
-  }
-}
