@@ -8,6 +8,7 @@ import { AGENT_DEFAULTS, startAgent } from '../src/agent/index.js';
 import { readFileSync } from 'node:fs';
 import { freePort, natsClientConfig, startTestbed, type NatsEndpoint, type Testbed } from '../src/dev/index.js';
 import { HUB_DEFAULTS, startHub, type HubOptions } from '../src/hub/index.js';
+import { hubCommandArgs } from '../src/transport/command-lines.js';
 import {
   MESSAGE_SCHEMA_VERSION,
   Messages,
@@ -70,8 +71,8 @@ async function changeToRouteTable(bed: Testbed, debounceMs: number, progress: (m
   const hub = await startHub({ ...HUB_DEFAULTS, ...side, identity: 'bench-hub', debounceMs, listen: { host: '127.0.0.1', port: 0 } }, { logger });
   const nats = await natsClientConfig(bed.info.nats, { role: 'bootstrap' });
   const agent = await startAgent(
-    { ...AGENT_DEFAULTS, cluster: 'bench', clusterLabels: {}, kc, nats, token: TOKEN, hash: { algorithm: 'kusionstack' }, debounceMs, listen: { host: '127.0.0.1', port: 0 } },
-    { logger },
+    { ...AGENT_DEFAULTS, cluster: 'bench', clusterLabels: {}, nats, token: TOKEN, hash: { algorithm: 'kusionstack' }, debounceMs, listen: { host: '127.0.0.1', port: 0 } },
+    { kc, logger },
   );
   const link = await connectNats({ config: await natsClientConfig(bed.info.nats, { role: 'proxy', operator: `${NS}/bench`, shard: 'bench/bench' }), name: 'bench-watch', logger });
   const api = kc.makeApiClient(CustomObjectsApi);
@@ -166,7 +167,19 @@ async function heartbeatLoad(bed: Testbed, dir: string, progress: (m: string) =>
   const url = `http://127.0.0.1:${port}`;
   const child = spawn(
     process.execPath,
-    [join(import.meta.dirname, '..', 'src', 'cli', 'main.js'), 'hub', '--nats', bed.info.nats.url, '--nats-ca', caFile, '--nats-creds', auth.hubCreds, '--signing-key', auth.routeSigningSeed, '--token-file', tokenFile, '--listen', `127.0.0.1:${port}`, '--log-level', 'warn', '--identity', 'bench-load'],
+    [
+      join(import.meta.dirname, '..', 'src', 'cli', 'main.js'),
+      ...hubCommandArgs({
+        nats: [bed.info.nats.url],
+        natsCa: caFile,
+        natsCreds: auth.hubCreds,
+        signingKey: auth.routeSigningSeed,
+        tokenFile,
+        listen: `127.0.0.1:${port}`,
+        identity: 'bench-load',
+      }),
+      '--log-level=warn',
+    ],
     { stdio: ['ignore', 'ignore', 'inherit'] },
   );
   // The simulated clusters speak with the hub's identity: one connection may then publish for all 500.

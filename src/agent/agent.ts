@@ -1,8 +1,8 @@
 import Fastify from 'fastify';
-import { CustomObjectsApi, setHeaderOptions, PatchStrategy, type KubernetesObject } from '@kubernetes/client-node';
+import { CustomObjectsApi, setHeaderOptions, PatchStrategy, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
-import { API_GROUP, validateManifest, type ShardingConfigModel, type ShardingConfigStatus } from '../api/index.js';
+import { API_GROUP, type ShardingConfigModel, type ShardingConfigStatus } from '../api/index.js';
 import { clusterEndpoint, isApiStatus } from '../kube/index.js';
 import { createAgentMetrics, createRegistry, registerOpsRoutes, type AgentMetrics } from '../metrics/index.js';
 import { createHashSettings, type HashSettings } from '../sharding/index.js';
@@ -24,6 +24,7 @@ import { Labeller, labelWork } from './labeller.js';
 import { connectAndRegister, type RegisteredLink } from './register.js';
 import { relatedResources } from './related.js';
 import { buildReport } from './report.js';
+import { ShardingConfigValidator, type ValidatedConfig } from './sharding-configs.js';
 import { shardingConfigStatus, statusChanged } from './sharding-status.js';
 import { registerWebhook, removeWebhook, startWebhookServer, WEBHOOK_PATH, type WebhookTarget, type WebhookTls } from './webhook.js';
 import { mintWebhookTls } from './webhook-tls.js';
@@ -38,19 +39,28 @@ export interface AgentHandle {
   stop(): Promise<void>;
 }
 
+/** What the agent is given besides its options: its cluster's admin credentials, loaded, and where it logs and counts. */
+export interface AgentDependencies {
+  kc: KubeConfig;
+  logger: Logger;
+  registry?: Registry;
+}
+
 /** Starts the agent of one cluster: registers it, reports it, labels it, serves its webhook and writes statuses. */
-export async function startAgent(options: AgentOptions, deps: { logger: Logger; registry?: Registry }): Promise<AgentHandle> {
+export async function startAgent(options: AgentOptions, deps: AgentDependencies): Promise<AgentHandle> {
+  const { kc } = deps;
   const logger = deps.logger.child({ component: 'agent', cluster: options.cluster });
   const registry = deps.registry ?? createRegistry('agent');
   const metrics = createAgentMetrics(registry);
   const settings = createHashSettings(options.hash);
+  const validator = new ShardingConfigValidator(settings.bucketCount);
   const abort = new AbortController();
-  const endpoint = clusterEndpoint(options.kc);
+  const endpoint = clusterEndpoint(kc);
   const identity = { name: options.cluster, labels: options.clusterLabels, server: options.advertisedServer ?? endpoint.server, caPem: endpoint.caPem };
   const registered = await connectAndRegister({ nats: options.nats, identity, token: options.token, logger, signal: abort.signal });
   const { link } = registered;
   metrics.natsConnected.set(1);
-  if (options.installCrds) await installCrds(options.kc);
+  if (options.installCrds) await installCrds(kc);
 
   let webhookTarget: WebhookTarget | undefined;
   let webhookServer: Awaited<ReturnType<typeof startWebhookServer>> | undefined;
@@ -68,9 +78,10 @@ export async function startAgent(options: AgentOptions, deps: { logger: Logger; 
       ...(options.sidecar
         ? {
             injector: {
-              kc: options.kc,
+              kc,
               proxy: { ...options.sidecar, nats: [...options.nats.servers], natsTls: options.nats.tls !== undefined, cluster: options.cluster, settings },
               logger,
+              validator,
             },
           }
         : {}),
@@ -79,7 +90,7 @@ export async function startAgent(options: AgentOptions, deps: { logger: Logger; 
   }
 
   const webhook = webhookTarget && webhookTls ? { target: webhookTarget, caPem: webhookTls.caPem, inject: options.sidecar !== undefined } : undefined;
-  const loop = new AgentLoop({ options, settings, link, registered, logger, metrics, signal: abort.signal, identity, webhook });
+  const loop = new AgentLoop({ options, kc, settings, validator, link, registered, logger, metrics, signal: abort.signal, webhook });
   await loop.start();
 
   const ops = Fastify({ logger: false });
@@ -95,7 +106,7 @@ export async function startAgent(options: AgentOptions, deps: { logger: Logger; 
       // After the loop, so no sync can register the webhook again; a failure must not keep the agent from exiting.
       await loop.stop();
       if (webhook) {
-        await removeWebhook({ kc: options.kc, cluster: options.cluster }).catch((err: unknown) =>
+        await removeWebhook({ kc, cluster: options.cluster }).catch((err: unknown) =>
           logger.warn({ err: (err as Error).message }, 'could not remove the MutatingWebhookConfiguration; it stays, ignoring failures'),
         );
       }
@@ -106,16 +117,26 @@ export async function startAgent(options: AgentOptions, deps: { logger: Logger; 
   };
 }
 
+/** Where the loop's webhook is registered, when the agent serves one. */
+interface LoopWebhook {
+  target: WebhookTarget;
+  caPem: string;
+  /** Whether the sidecar injection webhook is registered too. */
+  inject: boolean;
+}
+
 interface LoopContext {
   options: AgentOptions;
+  kc: KubeConfig;
   settings: HashSettings;
+  validator: ShardingConfigValidator;
   link: NatsLink;
   registered: RegisteredLink;
   logger: Logger;
   metrics: AgentMetrics;
+  /** Aborted when the agent stops. */
   signal: AbortSignal;
-  identity: { name: string; labels: Record<string, string>; server: string; caPem: string };
-  webhook: { target: WebhookTarget; caPem: string; inject: boolean } | undefined;
+  webhook: LoopWebhook | undefined;
 }
 
 /** The agent's steady state: informers in, reports, heartbeats, labels, webhook rules and statuses out. */
@@ -131,18 +152,40 @@ class AgentLoop {
   private readonly syncer: DebouncedRunner;
   private relatedKey = '';
   private unlisten: (() => void) | undefined;
+  private readonly options: AgentOptions;
+  private readonly kc: KubeConfig;
+  private readonly settings: HashSettings;
+  private readonly validator: ShardingConfigValidator;
+  private readonly link: NatsLink;
+  private readonly registered: RegisteredLink;
+  private readonly logger: Logger;
+  private readonly metrics: AgentMetrics;
+  private readonly signal: AbortSignal;
+  private readonly webhook: LoopWebhook | undefined;
 
-  constructor(private readonly c: LoopContext) {
-    this.syncer = new DebouncedRunner({ delayMs: c.options.debounceMs, task: () => this.sync() });
-    const { kc } = c.options;
+  constructor(context: LoopContext) {
+    ({
+      options: this.options,
+      kc: this.kc,
+      settings: this.settings,
+      validator: this.validator,
+      link: this.link,
+      registered: this.registered,
+      logger: this.logger,
+      metrics: this.metrics,
+      signal: this.signal,
+      webhook: this.webhook,
+    } = context);
+    this.syncer = new DebouncedRunner({ delayMs: this.options.debounceMs, task: () => this.sync() });
+    const { kc } = this;
     this.custom = kc.makeApiClient(CustomObjectsApi);
-    this.labeller = new Labeller({ kc, logger: c.logger, metrics: c.metrics, qps: c.options.labelQps });
+    this.labeller = new Labeller({ kc, logger: this.logger, metrics: this.metrics, qps: this.options.labelQps });
     this.watch = new ClusterWatch({
       kc,
-      logger: c.logger,
+      logger: this.logger,
       onChange: () => this.schedule(),
       onSyncChange: () => {
-        c.metrics.apiServerSynced.set(this.watch.synced() ? 1 : 0);
+        this.metrics.apiServerSynced.set(this.watch.synced() ? 1 : 0);
         this.sendHeartbeat();
         this.schedule();
       },
@@ -150,13 +193,13 @@ class AgentLoop {
   }
 
   async start(): Promise<void> {
-    const { link, logger } = this.c;
+    const { link, logger } = this;
     this.unlisten = link.onEvent((event) => {
-      this.c.metrics.natsConnected.set(event.state === 'connected' ? 1 : 0);
+      this.metrics.natsConnected.set(event.state === 'connected' ? 1 : 0);
       if (!event.reconnected) return;
       // The hub may have lost its KV (or been replaced): register again (idempotent) and resend everything.
-      void this.c.registered
-        .reregister(this.c.signal)
+      void this.registered
+        .reregister(this.signal)
         .then(() => this.schedule())
         .catch((err: unknown) => logger.error({ err }, 'registration after reconnecting failed'));
     });
@@ -169,14 +212,14 @@ class AgentLoop {
         this.schedule();
       },
     });
-    this.heartbeat = setInterval(() => this.sendHeartbeat(), this.c.options.heartbeatMs);
-    this.repeat = setInterval(() => this.repeatReport(), this.c.options.reportRepeatMs);
+    this.heartbeat = setInterval(() => this.sendHeartbeat(), this.options.heartbeatMs);
+    this.repeat = setInterval(() => this.repeatReport(), this.options.reportRepeatMs);
     this.sendHeartbeat();
   }
 
   readiness(): { ready: boolean; reasons: string[] } {
     const reasons: string[] = [];
-    if (this.c.link.state() !== 'connected') reasons.push(`NATS ${this.c.link.state()}`);
+    if (this.link.state() !== 'connected') reasons.push(`NATS ${this.link.state()}`);
     if (!this.watch.synced()) reasons.push('informers not in sync with the API server');
     return { ready: reasons.length === 0, reasons };
   }
@@ -191,17 +234,17 @@ class AgentLoop {
   }
 
   private sendHeartbeat(): void {
-    if (this.c.link.state() !== 'connected') return;
-    publishMessage(this.c.link, Subjects.heartbeat(this.c.options.cluster), Messages.heartbeat, {
+    if (this.link.state() !== 'connected') return;
+    publishMessage(this.link, Subjects.heartbeat(this.options.cluster), Messages.heartbeat, {
       schema: MESSAGE_SCHEMA_VERSION,
-      cluster: this.c.options.cluster,
+      cluster: this.options.cluster,
       sentAt: new Date().toISOString(),
       apiServerReachable: this.watch.synced(),
     });
   }
 
   private schedule(): void {
-    if (!this.c.signal.aborted) this.syncer.schedule();
+    if (!this.signal.aborted) this.syncer.schedule();
   }
 
   /** One pass over the informers' caches: report, related resources, statuses, labels. */
@@ -213,15 +256,17 @@ class AgentLoop {
       await this.writeStatuses();
       this.label();
     } catch (err) {
-      this.c.logger.warn({ err: (err as Error).message }, 'sync failed; retrying on the next change');
+      this.logger.warn({ err: (err as Error).message }, 'sync failed; retrying on the next change');
     }
   }
 
+  /** The informer's ShardingConfigs, each version validated once. */
+  private shardingConfigs(): ValidatedConfig[] {
+    return this.validator.validateAll(this.watch.shardingConfigs.list());
+  }
+
   private validConfigs(): ShardingConfigModel[] {
-    return this.watch.shardingConfigs.list().flatMap((obj) => {
-      const result = validateManifest(obj, { bucketCount: this.c.settings.bucketCount });
-      return result.ok && result.model.kind === 'ShardingConfig' ? [result.model] : [];
-    });
+    return this.shardingConfigs().flatMap(({ model }) => (model ? [model] : []));
   }
 
   private async updateRelated(configs: readonly ShardingConfigModel[]): Promise<void> {
@@ -229,15 +274,15 @@ class AgentLoop {
     const key = JSON.stringify(wanted);
     if (key === this.relatedKey) return;
     const missing = await this.watch.setRelated(wanted);
-    if (missing.length) this.c.logger.warn({ missing }, 'ShardingConfigs relate to resources this API server does not serve');
-    if (this.c.webhook) {
+    if (missing.length) this.logger.warn({ missing }, 'ShardingConfigs relate to resources this API server does not serve');
+    if (this.webhook) {
       await registerWebhook({
-        kc: this.c.options.kc,
-        cluster: this.c.options.cluster,
-        target: this.c.webhook.target,
-        caPem: this.c.webhook.caPem,
-        inject: this.c.webhook.inject,
-        skip: this.c.options.skipNamespaces,
+        kc: this.kc,
+        cluster: this.options.cluster,
+        target: this.webhook.target,
+        caPem: this.webhook.caPem,
+        inject: this.webhook.inject,
+        skip: this.options.skipNamespaces,
         resources: [...this.watch.related.values()].map((r) => ({ group: r.resource.group, resource: r.resource.resource })),
       });
     }
@@ -246,14 +291,14 @@ class AgentLoop {
 
   private sendReport(): void {
     // A report from half-listed informers would tell the hub that configs vanished: send only complete views.
-    if (this.c.link.state() !== 'connected' || !this.watch.synced()) return;
+    if (this.link.state() !== 'connected' || !this.watch.synced()) return;
     const related = new Map(
       [...this.watch.related.values()].map((r) => [r.resource.group ? `${r.resource.resource}.${r.resource.group}` : r.resource.resource, r.watch.list()]),
     );
     const report = buildReport({
-      cluster: this.c.options.cluster,
-      settings: this.c.settings,
-      shardingConfigs: this.watch.shardingConfigs.list(),
+      cluster: this.options.cluster,
+      settings: this.settings,
+      shardingConfigs: this.shardingConfigs(),
       circuitBreakers: this.watch.circuitBreakers.list(),
       faultInjections: this.watch.faultInjections.list(),
       pods: this.watch.pods.list(),
@@ -266,23 +311,23 @@ class AgentLoop {
   }
 
   private repeatReport(): void {
-    if (this.lastReport && this.c.link.state() === 'connected') this.publishReport(this.lastReport);
+    if (this.lastReport && this.link.state() === 'connected') this.publishReport(this.lastReport);
   }
 
   private publishReport(report: ClusterReport): void {
-    publishMessage(this.c.link, Subjects.report(this.c.options.cluster), Messages.clusterReport, report);
-    this.c.metrics.reportsSent.inc();
+    publishMessage(this.link, Subjects.report(this.options.cluster), Messages.clusterReport, report);
+    this.metrics.reportsSent.inc();
   }
 
   private async writeStatuses(): Promise<void> {
-    for (const obj of this.watch.shardingConfigs.list()) {
+    for (const { object: obj, validation } of this.shardingConfigs()) {
       const namespace = obj.metadata?.namespace ?? '';
       const name = obj.metadata?.name ?? '';
       const operator = `${namespace}/${name}`;
       const previous = (obj as KubernetesObject & { status?: ShardingConfigStatus }).status;
       const next = shardingConfigStatus({
         generation: obj.metadata?.generation ?? 0,
-        validation: validateManifest(obj, { bucketCount: this.c.settings.bucketCount }),
+        validation,
         routes: [...this.routes.values()].filter((t) => t.operator === operator),
         previous,
         now: new Date(),
@@ -294,7 +339,7 @@ class AgentLoop {
           setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
         );
       } catch (err) {
-        if (!isApiStatus(err, 404)) this.c.logger.warn({ err: (err as Error).message, operator }, 'could not write ShardingConfig status');
+        if (!isApiStatus(err, 404)) this.logger.warn({ err: (err as Error).message, operator }, 'could not write ShardingConfig status');
       }
     }
   }
@@ -303,11 +348,11 @@ class AgentLoop {
     const work = labelWork({
       namespaces: this.watch.namespaces.list(),
       related: [...this.watch.related.values()].map((r) => ({ apiVersion: r.resource.apiVersion, kind: r.resource.kind, objects: r.watch.list() })),
-      settings: this.c.settings,
-      skip: new Set(this.c.options.skipNamespaces),
+      settings: this.settings,
+      skip: new Set(this.options.skipNamespaces),
     });
     // Runs in the background; a change arriving meanwhile triggers the next pass, which skips what is done.
-    void this.labeller.run(work, this.c.signal).then((ran) => {
+    void this.labeller.run(work, this.signal).then((ran) => {
       if (ran) this.schedule();
     });
   }

@@ -1,44 +1,92 @@
-import type { KubeConfig } from '@kubernetes/client-node';
-import { labelKeyProblem, labelValueProblem } from '../api/index.js';
-import type { HashSettingsInput } from '../sharding/index.js';
-import type { NatsClientConfig } from '../transport/index.js';
+import { Type, type Static } from '@sinclair/typebox';
+import {
+  checkOptions,
+  labelKeyProblem,
+  labelValueProblem,
+  ListenAddressSchema,
+  Millis,
+  ObjectName,
+  ReadonlyList,
+  StringEnum,
+  type OptionsResult,
+} from '../api/index.js';
+import { HASH_ALGORITHMS } from '../sharding/index.js';
+import { NatsClientConfigSchema } from '../transport/index.js';
 import { DEFAULT_SKIPPED_NAMESPACES } from './labels.js';
-import type { WebhookTarget, WebhookTls } from './webhook.js';
 
-export interface AgentOptions {
-  cluster: string;
-  /** Labels recorded in the hub's registry (e.g. region), used by roots' cluster selectors. */
-  clusterLabels: Record<string, string>;
-  kc: KubeConfig;
-  /** The bootstrap identity's connection: exchanged at registration for the cluster's own (src/agent/register.ts). */
-  nats: NatsClientConfig;
-  token: string;
-  hash: HashSettingsInput;
-  /** API server URL the proxies should use, when it differs from the kubeconfig's. */
-  advertisedServer?: string;
-  heartbeatMs: number;
-  /**
-   * How often the latest report is sent again although nothing changed. Reports are fire-and-forget, so one sent
-   * while no hub leads (a lease hand-over) or while JetStream is still recovering (a NATS restart) is lost; the
-   * repeat delivers it. The hub ignores a repeat that matches what it stored.
-   */
-  reportRepeatMs: number;
-  debounceMs: number;
-  skipNamespaces: readonly string[];
-  labelQps: number;
-  installCrds: boolean;
-  /**
-   * The admission webhook; omitted = no webhook (labels come from the labelling passes only). Without `tls` a CA
-   * and serving certificate are minted in memory; without `target` the API server calls https://HOST:PORT/mutate.
-   */
-  webhook?: { tls?: WebhookTls; host: string; port: number; target?: WebhookTarget };
-  /**
-   * The proxy sidecar the webhook injects into labelled pods; omitted = no injection. `routeSigners` are the hub's
-   * route-signing public keys; `secretName` the Secret, in each pod's namespace, with the proxy's credentials.
-   */
-  sidecar?: { image: string; routeSigners: readonly string[]; secretName: string };
-  listen: { host: string; port: number };
-}
+const text = Type.String({ minLength: 1 });
+const strict = { additionalProperties: false } as const;
+
+/** The agent's options, the one definition of their shape and ranges; `parseAgentOptions` checks and freezes them. */
+export const AgentOptionsSchema = Type.Object(
+  {
+    cluster: Type.String(),
+    /** Labels recorded in the hub's registry (e.g. region), used by roots' cluster selectors. */
+    clusterLabels: Type.Record(Type.String(), Type.String()),
+    /** The bootstrap identity's connection: exchanged at registration for the cluster's own (src/agent/register.ts). */
+    nats: NatsClientConfigSchema,
+    token: Type.String(),
+    hash: Type.Object(
+      {
+        algorithm: Type.Optional(StringEnum(HASH_ALGORITHMS)),
+        bucketCount: Type.Optional(Type.Integer({ minimum: 1, maximum: 65_536 })),
+        labels: Type.Optional(Type.Object({ hash: Type.Optional(text), namespace: Type.Optional(text), control: Type.Optional(text) }, strict)),
+      },
+      strict,
+    ),
+    /** API server URL the proxies should use, when it differs from the kubeconfig's. */
+    advertisedServer: Type.Optional(Type.String()),
+    heartbeatMs: Millis(100, 600_000),
+    /**
+     * How often the latest report is sent again although nothing changed. Reports are fire-and-forget, so one sent
+     * while no hub leads (a lease hand-over) or while JetStream is still recovering (a NATS restart) is lost; the
+     * repeat delivers it. The hub ignores a repeat that matches what it stored.
+     */
+    reportRepeatMs: Millis(100, 3_600_000),
+    debounceMs: Millis(0, 60_000),
+    skipNamespaces: ReadonlyList(Type.String()),
+    labelQps: Type.Integer({ minimum: 1, maximum: 10_000 }),
+    installCrds: Type.Boolean(),
+    /**
+     * The admission webhook; omitted = no webhook (labels come from the labelling passes only). Without `tls` a CA
+     * and serving certificate are minted in memory; without `target` the API server calls https://HOST:PORT/mutate.
+     */
+    webhook: Type.Optional(
+      Type.Object(
+        {
+          tls: Type.Optional(Type.Object({ certPem: text, keyPem: text, caPem: text }, strict)),
+          host: text,
+          port: Type.Integer({ minimum: 0, maximum: 65535 }),
+          target: Type.Optional(
+            Type.Union([
+              Type.Object({ url: text }, strict),
+              Type.Object({ service: Type.Object({ namespace: text, name: text, port: Type.Integer({ minimum: 1, maximum: 65535 }) }, strict) }, strict),
+            ]),
+          ),
+        },
+        strict,
+      ),
+    ),
+    /**
+     * The proxy sidecar the webhook injects into labelled pods; omitted = no injection. `routeSigners` are the hub's
+     * route-signing public keys; `secretName` the Secret, in each pod's namespace, with the proxy's credentials.
+     */
+    sidecar: Type.Optional(
+      Type.Object(
+        {
+          image: text,
+          routeSigners: ReadonlyList(Type.String({ pattern: '^N[A-Z2-7]{55}$' }), { minItems: 1 }),
+          secretName: ObjectName(),
+        },
+        strict,
+      ),
+    ),
+    listen: ListenAddressSchema,
+  },
+  strict,
+);
+
+export type AgentOptions = Static<typeof AgentOptionsSchema>;
 
 export const AGENT_DEFAULTS = {
   heartbeatMs: 2_000,
@@ -65,5 +113,11 @@ export function agentOptionProblems(options: AgentOptions): string[] {
     problems.push(`advertise-server must be an https:// URL (proxies verify the API server), not "${options.advertisedServer}"`);
   }
   if (options.reportRepeatMs < options.heartbeatMs) problems.push('reports must not repeat more often than heartbeats');
+  if (options.sidecar && !options.webhook) problems.push('proxy-image needs the webhook (webhook-listen): the injected proxy comes with it');
   return problems;
+}
+
+/** The agent's options checked once (schema, then agentOptionProblems) and deeply frozen, or every problem found. */
+export function parseAgentOptions(input: unknown): OptionsResult<AgentOptions> {
+  return checkOptions(AgentOptionsSchema, input, agentOptionProblems);
 }

@@ -1,12 +1,13 @@
 import type { KubernetesObject, V1Namespace, V1Pod } from '@kubernetes/client-node';
-import { validateManifest } from '../api/index.js';
 import { matches, type HashSettings } from '../sharding/index.js';
 import { MESSAGE_SCHEMA_VERSION, type ClusterReport, type ObjectCount, type ReportedObject } from '../transport/index.js';
+import type { ValidatedConfig } from './sharding-configs.js';
 
 export interface ReportInput {
   cluster: string;
   settings: HashSettings;
-  shardingConfigs: readonly KubernetesObject[];
+  /** As the agent validated them: reported as written, valid or not; the valid ones select the pods reported. */
+  shardingConfigs: readonly ValidatedConfig[];
   circuitBreakers: readonly KubernetesObject[];
   faultInjections: readonly KubernetesObject[];
   pods: readonly V1Pod[];
@@ -38,10 +39,7 @@ function isReady(pod: V1Pod): boolean {
 
 /** The agent's whole view of its cluster, as the hub wants it (pure). Only pods a valid ShardingConfig selects. */
 export function buildReport(input: ReportInput): ClusterReport {
-  const selectors = input.shardingConfigs.flatMap((obj) => {
-    const result = validateManifest(obj, { bucketCount: input.settings.bucketCount });
-    return result.ok && result.model.kind === 'ShardingConfig' ? [{ namespace: result.model.namespace, selector: result.model.selector }] : [];
-  });
+  const selectors = input.shardingConfigs.flatMap(({ model }) => (model ? [{ namespace: model.namespace, selector: model.selector }] : []));
   const pods = input.pods
     .filter((p) => selectors.some((s) => s.namespace === p.metadata?.namespace && matches(s.selector, p.metadata?.labels ?? {})))
     .map((p) => ({ namespace: p.metadata?.namespace ?? '', name: p.metadata?.name ?? '', labels: p.metadata?.labels ?? {}, ready: isReady(p) }));
@@ -61,7 +59,7 @@ export function buildReport(input: ReportInput): ClusterReport {
     cluster: input.cluster,
     sentAt: input.now.toISOString(),
     hash: { algorithm: input.settings.algorithm, bucketCount: input.settings.bucketCount, labels: { ...input.settings.labels } },
-    shardingConfigs: input.shardingConfigs.map(reported).sort(byName),
+    shardingConfigs: input.shardingConfigs.map((c) => reported(c.object)).sort(byName),
     circuitBreakers: input.circuitBreakers.map(reported).sort(byName),
     faultInjections: input.faultInjections.map(reported).sort(byName),
     pods: pods.sort(byName),

@@ -1,9 +1,16 @@
-import { CustomObjectsApi, type AdmissionregistrationV1WebhookClientConfig, type KubeConfig, type V1MutatingWebhook } from '@kubernetes/client-node';
+import {
+  CustomObjectsApi,
+  type AdmissionregistrationV1WebhookClientConfig,
+  type KubeConfig,
+  type KubernetesObject,
+  type V1MutatingWebhook,
+} from '@kubernetes/client-node';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import { API_GROUP, API_VERSION, validateManifest, type LabelSelector } from '../api/index.js';
-import { expandRoot, shardName, type HashSettings } from '../sharding/index.js';
+import { API_GROUP, API_VERSION, type LabelSelector } from '../api/index.js';
+import { shardName, shardsOfConfig, type ConfigShard, type ConfigShards, type HashSettings } from '../sharding/index.js';
 import { PROXY_API_PORT, PROXY_OPS_PORT, proxyCommandArgs } from '../transport/proxy-command.js';
+import { ShardingConfigValidator } from './sharding-configs.js';
 import {
   ENABLE_PROXY_LABEL,
   KUBECONFIG_DIR,
@@ -41,6 +48,8 @@ export interface SidecarInjector {
   kc: KubeConfig;
   proxy: InjectedProxy;
   logger: Logger;
+  /** The agent's validator, shared with its informer, so a version it has seen is not validated again (default: one of its own). */
+  validator?: ShardingConfigValidator;
 }
 
 interface PodAdmissionRequest {
@@ -59,8 +68,8 @@ export interface InjectionResponse {
 }
 
 interface ListedConfig extends SelectingConfig {
-  /** The child of an auto-sharding root this pod runs (by its StatefulSet ordinal); undefined for other configs. */
-  child?: string;
+  /** The shard (`<cluster>/<config>`) the pod runs for this valid config: a root's child by the pod's ordinal, if any. */
+  shard?: string;
   root: boolean;
 }
 
@@ -70,26 +79,33 @@ function ordinal(pod: string, statefulSet: string): number | undefined {
   return match ? Number(match[0]) : undefined;
 }
 
-async function listConfigs(kc: KubeConfig, namespace: string, pod: string, settings: HashSettings): Promise<ListedConfig[]> {
-  const list = (await kc.makeApiClient(CustomObjectsApi).listNamespacedCustomObject({
+/** The shard a pod runs of a config: a hand-written config's one shard, or a root's child by the pod's ordinal. */
+function shardOfPod(meaning: ConfigShards, pod: string): ConfigShard | undefined {
+  if (meaning.targetStatefulSet === undefined) return meaning.shards[0];
+  const at = ordinal(pod, meaning.targetStatefulSet);
+  return at === undefined ? undefined : meaning.shards.find((s) => s.podOrdinals?.includes(at));
+}
+
+async function listConfigs(injector: SidecarInjector, namespace: string, pod: string): Promise<ListedConfig[]> {
+  const list = (await injector.kc.makeApiClient(CustomObjectsApi).listNamespacedCustomObject({
     group: API_GROUP,
     version: API_VERSION.slice(API_GROUP.length + 1),
     namespace,
     plural: 'shardingconfigs',
-  })) as { items?: { metadata?: { name?: string }; spec?: { selector?: LabelSelector; root?: unknown } }[] };
+  })) as { items?: (KubernetesObject & { spec?: { selector?: LabelSelector; root?: unknown } })[] };
+  const { cluster, settings } = injector.proxy;
+  const validator = injector.validator ?? new ShardingConfigValidator(settings.bucketCount);
   return (list.items ?? []).map((item) => {
+    // Pods are selected as the config is written, valid or not; only a valid one says which shard a pod runs.
     const config: ListedConfig = {
       name: item.metadata?.name ?? '',
       namespace,
       root: item.spec?.root !== undefined,
       ...(item.spec?.selector ? { selector: item.spec.selector } : {}),
     };
-    const result = config.root ? validateManifest(item, { bucketCount: settings.bucketCount }) : undefined;
-    if (result?.ok && result.model.kind === 'ShardingConfig' && result.model.root) {
-      const at = ordinal(pod, result.model.root.targetStatefulSet);
-      const child = at === undefined ? undefined : expandRoot(result.model, settings).find((c) => c.podOrdinals.includes(at));
-      if (child) config.child = child.config.name;
-    }
+    const { model } = validator.validate(item);
+    const shard = model ? shardOfPod(shardsOfConfig(model, { homeCluster: cluster, settings }), pod) : undefined;
+    if (shard) config.shard = shard.name;
     return config;
   });
 }
@@ -115,7 +131,7 @@ export function proxySecretItems(shard: string, natsTls: boolean): SecretItem[] 
 function sidecarOptions(proxy: InjectedProxy, configs: readonly ListedConfig[]): SidecarOptions {
   const shard = (target: ProxyTarget): string => {
     const config = configs.find((c) => c.name === target.shardingConfig);
-    return shardName(proxy.cluster, config?.child ?? target.shardingConfig);
+    return config?.shard ?? shardName(proxy.cluster, target.shardingConfig);
   };
   return {
     image: proxy.image,
@@ -146,7 +162,7 @@ export async function admitPod(request: PodAdmissionRequest, injector: SidecarIn
   if (pod.metadata?.labels?.[ENABLE_PROXY_LABEL] !== 'true') return { uid: request.uid, allowed: true };
   let configs: ListedConfig[];
   try {
-    configs = await listConfigs(injector.kc, namespace, pod.metadata?.name ?? '', injector.proxy.settings);
+    configs = await listConfigs(injector, namespace, pod.metadata?.name ?? '');
   } catch (err) {
     injector.logger.error({ err, namespace }, 'cannot list ShardingConfigs for sidecar injection');
     return refuse(`ctrlmesh agent cannot read the ShardingConfigs of namespace ${namespace} to inject the proxy: ${(err as Error).message}; retry`);
@@ -158,7 +174,7 @@ export async function admitPod(request: PodAdmissionRequest, injector: SidecarIn
   }
   if (decision.kind === 'untouched') return { uid: request.uid, allowed: true };
   const selected = configs.find((c) => c.name === decision.shardingConfig);
-  if (selected?.root && selected.child === undefined) {
+  if (selected?.root && selected.shard === undefined) {
     return refuse(
       `pod ${namespace}/${pod.metadata?.name ?? pod.metadata?.generateName ?? ''} is selected by the auto-sharding root ${decision.shardingConfig}, ` +
         'which assigns shards to the pods of its targetStatefulSet by ordinal, and this pod is none of them',

@@ -1,4 +1,5 @@
 import { Type, type TLiteral, type TUnion } from '@sinclair/typebox';
+import { DURATION_PATTERN } from './duration.js';
 
 /** One of a fixed set of strings; becomes `enum` in the CRD and "must be one of ..." in validation errors. */
 export function StringEnum<const T extends readonly string[]>(
@@ -23,7 +24,6 @@ export function IntOrString(options: { description?: string } = {}) {
 }
 
 /** A Go duration as KusionStack writes them: `200ms`, `1m`, `1h30m`. */
-export const DURATION_PATTERN = '^([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$';
 export function Duration(options: { description?: string } = {}) {
   return Type.String({ pattern: DURATION_PATTERN, ...options });
 }

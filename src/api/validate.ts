@@ -2,7 +2,8 @@ import { Kind, type TSchema } from '@sinclair/typebox';
 import { Value, ValueErrorType, type ValueError } from '@sinclair/typebox/value';
 import { pointerToPath, type FieldProblem } from './field-problem.js';
 import { API_GROUP, KINDS, type ManifestModel } from './kinds.js';
-import { DURATION_PATTERN, INT_OR_STRING } from './schema-types.js';
+import { DURATION_PATTERN } from './duration.js';
+import { INT_OR_STRING } from './schema-types.js';
 
 export interface ValidateOptions {
   /** Bucket numbers must be below it (default 32, as KusionStack). */
@@ -48,6 +49,8 @@ function reasonOf(error: ValueError): string {
       return schema.pattern === DURATION_PATTERN
         ? `must be a duration such as 200ms, 30s, 5m or 1h, not ${describe(error.value)}`
         : `must match ${String(schema.pattern)}, not ${describe(error.value)}`;
+    case ValueErrorType.StringMinLength:
+      return schema.minLength === 1 ? 'must not be empty' : `must be at least ${String(schema.minLength)} characters long, not ${describe(error.value)}`;
     case ValueErrorType.IntegerMinimum:
     case ValueErrorType.IntegerMaximum:
     case ValueErrorType.NumberMinimum:

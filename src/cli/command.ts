@@ -1,5 +1,6 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import type { Writable } from 'node:stream';
+import { formatDuration, parseDuration, type OptionsResult } from '../api/index.js';
 import { UsageError } from '../errors.js';
 import { createLogger, LOG_LEVELS, type LogLevel, type Logger } from './logger.js';
 
@@ -49,7 +50,7 @@ export function helpText(path: string, cmd: Command): string {
   lines.push('Options:');
   for (const [name, spec] of Object.entries(all)) {
     const flag = `${spec.short ? `-${spec.short}, ` : '    '}--${name}${spec.type === 'string' ? ` ${spec.valueName ?? 'VALUE'}` : ''}`;
-    lines.push(`  ${flag.padEnd(30)}${spec.description}`);
+    lines.push(`  ${flag.padEnd(29)} ${spec.description}`);
   }
   if (cmd.details) lines.push('', cmd.details.trimEnd());
   return `${lines.join('\n')}\n`;
@@ -106,13 +107,54 @@ export function stringList(ctx: CommandContext, name: string): string[] {
   return Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : typeof v === 'string' ? [v] : [];
 }
 
-/** An integer flag within [min, max]; the error names the flag and the range. */
-export function intValue(ctx: CommandContext, name: string, fallback: number, range: { min: number; max: number }): number {
+/**
+ * The values a number or duration flag accepts, named as in a schema: a TypeBox integer field (the option it sets)
+ * can be given as it is, so the flag and the options' check share one range.
+ */
+export interface FlagRange {
+  minimum?: number;
+  maximum?: number;
+}
+
+function bounds(range: FlagRange): { min: number; max: number } {
+  return { min: range.minimum ?? 0, max: range.maximum ?? Number.MAX_SAFE_INTEGER };
+}
+
+/** An integer flag within the range; the error names the flag and the range. */
+export function intValue(ctx: CommandContext, name: string, fallback: number, range: FlagRange): number {
   const raw = stringValue(ctx, name);
   if (raw === undefined) return fallback;
   const n = Number(raw);
-  if (!Number.isInteger(n) || n < range.min || n > range.max) {
-    throw new UsageError(`--${name} must be a whole number from ${range.min} to ${range.max}, not "${raw}"`);
+  const { min, max } = bounds(range);
+  if (!Number.isInteger(n) || n < min || n > max) {
+    throw new UsageError(`--${name} must be a whole number from ${min} to ${max}, not "${raw}"`);
   }
   return n;
+}
+
+const UNIT_MS = { ms: 1, s: 1000 } as const;
+const UNIT_NAMES = { ms: 'milliseconds', s: 'seconds' } as const;
+
+/**
+ * A duration flag, written as Go and Kubernetes write durations (`500ms`, `15s`, `2m`, `1h30m`), as a whole number
+ * of `unit` (milliseconds unless the option counts seconds); `fallback` and `range` are in that unit too. A bare
+ * number is refused: its unit would be a guess.
+ */
+export function durationValue(ctx: CommandContext, name: string, fallback: number, range: FlagRange, unit: keyof typeof UNIT_MS = 'ms'): number {
+  const raw = stringValue(ctx, name);
+  if (raw === undefined) return fallback;
+  const text = (n: number): string => formatDuration(n * UNIT_MS[unit]);
+  const ms = parseDuration(raw);
+  if (ms === undefined) throw new UsageError(`--${name} must be a duration such as ${text(fallback)} or 500ms, not "${raw}"`);
+  const value = ms / UNIT_MS[unit];
+  const { min, max } = bounds(range);
+  if (!Number.isInteger(value)) throw new UsageError(`--${name} must be a whole number of ${UNIT_NAMES[unit]}, such as ${text(fallback)}, not "${raw}"`);
+  if (value < min || value > max) throw new UsageError(`--${name} must be a duration from ${text(min)} to ${text(max)}, not "${raw}"`);
+  return value;
+}
+
+/** Options a process's check accepted (parseHubOptions and the like), or one UsageError naming every problem. */
+export function usableOptions<T>(result: OptionsResult<T>): T {
+  if (result.ok) return result.options;
+  throw new UsageError(result.problems.join('; '));
 }

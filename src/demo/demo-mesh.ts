@@ -9,6 +9,7 @@ import { API_GROUP, API_VERSION } from '../api/index.js';
 import { freePort, httpOk, packageRoot, ServerProcess, startTestbed, TestbedError, type Testbed } from '../dev/index.js';
 import { writeRoleCreds, type AuthFiles } from '../transport/auth/index.js';
 import { ensureNamespace, isApiStatus } from '../kube/index.js';
+import { agentCommandArgs, hubCommandArgs } from '../transport/command-lines.js';
 import { proxyCommandArgs } from '../transport/proxy-command.js';
 
 /** The annotation the sample operator stamps on what it reconciles (src/sample-operator). */
@@ -177,11 +178,11 @@ async function publishedShards(hubUrl: string, count: number, signal?: AbortSign
   }
 }
 
-/** The NATS flags every demo process shares (URL and TLS CA), the CA file, and the bed's identities. */
-function demoNats(bed: Testbed): { nats: string[]; natsCa: string; auth: AuthFiles } {
+/** Where every demo process finds NATS (URLs and TLS CA), and the bed's identities. */
+function demoNats(bed: Testbed): { nats: readonly string[]; natsCa: string; auth: AuthFiles } {
   const security = bed.info.nats.security;
   if (!security) throw new TestbedError('the demo bed runs NATS without security');
-  return { nats: [`--nats=${bed.info.nats.urls.join(',')}`, `--nats-ca=${security.caFile}`], natsCa: security.caFile, auth: security.auth };
+  return { nats: bed.info.nats.urls, natsCa: security.caFile, auth: security.auth };
 }
 
 /**
@@ -211,16 +212,16 @@ export async function startDemoMesh(options: DemoMeshOptions): Promise<DemoMesh>
     const hub = await startChild({
       name: 'hub',
       script: CLI(),
-      args: [
-        'hub',
-        ...nats,
-        `--nats-creds=${auth.hubCreds}`,
-        `--signing-key=${auth.routeSigningSeed}`,
-        `--agent-issuer=${auth.issuerSeed}`,
-        `--token-file=${tokenFile}`,
-        `--listen=127.0.0.1:${hubPort}`,
-        '--proxy-lease=5',
-      ],
+      args: hubCommandArgs({
+        nats,
+        natsCa,
+        natsCreds: auth.hubCreds,
+        signingKey: auth.routeSigningSeed,
+        agentIssuer: auth.issuerSeed,
+        tokenFile,
+        listen: `127.0.0.1:${hubPort}`,
+        proxyLeaseSeconds: 5,
+      }),
       dir: join(dir, 'hub'),
       probeUrl: `${hubUrl}/healthz`,
       logger,
@@ -238,16 +239,16 @@ export async function startDemoMesh(options: DemoMeshOptions): Promise<DemoMesh>
       const agent = await startChild({
         name: `agent-${cluster.name}`,
         script: CLI(),
-        args: [
-          'agent',
-          `--cluster=${cluster.name}`,
-          `--kubeconfig=${cluster.kubeconfigPath}`,
-          ...nats,
-          `--nats-creds=${auth.bootstrapCreds}`,
-          `--token-file=${agentTokenFile}`,
-          `--listen=127.0.0.1:${port}`,
-          `--webhook-listen=127.0.0.1:${await freePort()}`,
-        ],
+        args: agentCommandArgs({
+          cluster: cluster.name,
+          kubeconfig: cluster.kubeconfigPath,
+          nats,
+          natsCa,
+          natsCreds: auth.bootstrapCreds,
+          tokenFile: agentTokenFile,
+          listen: `127.0.0.1:${port}`,
+          webhookListen: `127.0.0.1:${await freePort()}`,
+        }),
         dir: join(dir, 'agents', cluster.name),
         probeUrl: `${url}/readyz`,
         logger,
@@ -278,7 +279,7 @@ export async function startDemoMesh(options: DemoMeshOptions): Promise<DemoMesh>
         name: `proxy-${shard}`,
         script: CLI(),
         args: proxyCommandArgs({
-          nats: bed.info.nats.urls,
+          nats,
           natsCa,
           natsCreds: await writeRoleCreds(auth, { role: 'proxy', operator: DEMO_OPERATOR, shard }),
           routeSigners: [auth.routeSigningPublicKey],

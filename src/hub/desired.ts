@@ -1,16 +1,17 @@
 import { validateManifest, type ShardingConfigModel, type ShardLimit } from '../api/index.js';
 import {
+  bucketsOfUnits,
   createHashSettings,
-  expandRoot,
-  operatorsFromConfigs,
+  operatorInput,
   plan,
-  shardName,
+  shardsOfConfigs,
+  unitsOfBuckets,
   type Assignment,
   type HashSettings,
   type OperatorInput,
+  type Ownership,
 } from '../sharding/index.js';
 import type { ClusterReport } from '../transport/index.js';
-import { parseUnitKey, unitKey, type UnitKey } from './handover.js';
 import type { ClusterHealth } from './health.js';
 import type { FleetPlan, OperatorPlan, ShardPlan } from './plan.js';
 
@@ -19,7 +20,7 @@ export interface DesiredInput {
   reports: ReadonlyMap<string, ClusterReport>;
   health: ReadonlyMap<string, ClusterHealth>;
   /** What each operator's shards were meant to own last time (granted or in flight): keeps the plan sticky. */
-  previous: ReadonlyMap<string, Record<string, UnitKey[]>>;
+  previous: ReadonlyMap<string, Ownership>;
 }
 
 interface ShardExtras {
@@ -48,25 +49,14 @@ export function desiredPlan(input: DesiredInput): FleetPlan {
       if (result.ok && result.model.kind === 'ShardingConfig') models.push(result.model);
       else frozen.add(`${config.namespace}/${config.name}`);
     }
-    for (const op of operatorsFromConfigs(models, { homeCluster: cluster, settings: clusterSettings })) {
+    for (const meaning of shardsOfConfigs(models, { homeCluster: cluster, settings: clusterSettings })) {
+      const op = operatorInput(meaning, (s) => s.name);
       const merged = operators.get(op.name) ?? { name: op.name, multicluster: false, shards: [] };
       merged.multicluster = merged.multicluster || (op.multicluster ?? false);
       if (op.clusters && !merged.clusters) merged.clusters = op.clusters;
-      merged.shards.push(...op.shards.map((s) => ({ ...s, name: shardName(cluster, s.name) })));
+      merged.shards.push(...op.shards);
       operators.set(op.name, merged);
-    }
-    for (const model of models) {
-      const children = model.root ? expandRoot(model, clusterSettings) : [];
-      const leader = model.controller?.leaderElectionName;
-      if (!model.root) extras.set(`${model.namespace}/${model.name}\u0000${shardName(cluster, model.name)}`, withLeader({ limits: model.limits }, leader));
-      for (const child of children) {
-        // A planned shard's buckets come from the planner, so only the root's resource limits apply to it.
-        const planned = model.root?.clusters !== undefined && child.role === 'normal';
-        extras.set(
-          `${model.namespace}/${model.name}\u0000${shardName(cluster, child.config.name)}`,
-          withLeader({ limits: planned ? (model.root?.resourceSelector ?? []) : child.config.limits }, leader),
-        );
-      }
+      for (const shard of meaning.shards) extras.set(`${meaning.operator}\u0000${shard.name}`, shard);
     }
     const perNamespace = new Map<string, number>();
     for (const c of report.objectCounts) perNamespace.set(c.namespace, (perNamespace.get(c.namespace) ?? 0) + c.count);
@@ -77,16 +67,7 @@ export function desiredPlan(input: DesiredInput): FleetPlan {
 
   const previous: Assignment = { operators: {} };
   for (const [operator, shards] of input.previous) {
-    const byShard: Record<string, Record<string, number[]>> = {};
-    for (const [shard, units] of Object.entries(shards)) {
-      const clusters: Record<string, number[]> = {};
-      for (const unit of units) {
-        const { cluster, bucket } = parseUnitKey(unit);
-        (clusters[cluster] ??= []).push(bucket);
-      }
-      byShard[shard] = clusters;
-    }
-    previous.operators[operator] = byShard;
+    previous.operators[operator] = Object.fromEntries(Object.entries(shards).map(([shard, units]) => [shard, Object.fromEntries(bucketsOfUnits(units))]));
   }
   const result = plan(
     {
@@ -105,10 +86,8 @@ export function desiredPlan(input: DesiredInput): FleetPlan {
     const shardPlans: ShardPlan[] = Object.entries(shards).map(([name, clusters]) => {
       const home = input?.shards.find((s) => s.name === name)?.homeCluster ?? '';
       const extra = extras.get(`${operator}\u0000${name}`);
-      const units = Object.entries(clusters).flatMap(([cluster, buckets]) => {
-        spanned.add(cluster);
-        return buckets.map((b) => unitKey(cluster, b));
-      });
+      for (const cluster of Object.keys(clusters)) spanned.add(cluster);
+      const units = unitsOfBuckets(Object.entries(clusters));
       return {
         name,
         homeCluster: home,
@@ -127,8 +106,4 @@ export function desiredPlan(input: DesiredInput): FleetPlan {
     });
   }
   return { operators: planned, frozen: [...frozen] };
-}
-
-function withLeader(extra: ShardExtras, leader: string | undefined): ShardExtras {
-  return leader ? { ...extra, leaderElectionName: leader } : extra;
 }

@@ -20,6 +20,18 @@ export interface PublishedRoute {
   revision: number;
 }
 
+/** An operator's handover record and the KV revision it was read or written at. */
+export interface KnownHandover {
+  record: HandoverStateRecord;
+  revision: number;
+}
+
+/** When the agent of a cluster was last heard from (the hub's clock), and what it said of its API server. */
+export interface LastSeen {
+  at: number;
+  apiServerReachable: boolean;
+}
+
 /** A value that was stored malformed, as it was (to be copied aside). */
 export interface CorruptEntry {
   key: string;
@@ -30,21 +42,51 @@ export interface CorruptEntry {
 /**
  * What one hub knows of the fleet: the registry, the agents' latest reports, handovers and route tables (all read
  * back from KV, so every hub instance holds the same view), plus heartbeats and acknowledgements as they arrive.
+ * The only writer of that state: everyone else reads it through the read-only views below and changes it through
+ * the named methods, so each change has one place to look for.
  */
 export class Fleet {
-  readonly clusters = new Map<string, ClusterRecord>();
-  readonly reports = new Map<string, ClusterReport>();
-  readonly handovers = new Map<string, { record: HandoverStateRecord; revision: number }>();
+  readonly #clusters = new Map<string, ClusterRecord>();
+  readonly #reports = new Map<string, ClusterReport>();
+  readonly #handovers = new Map<string, KnownHandover>();
+  readonly #routes = new Map<string, Map<string, PublishedRoute>>();
+  readonly #lastSeen = new Map<string, LastSeen>();
+  readonly #acks = new Map<string, Map<string, number>>();
+  readonly #corruptHandovers = new Map<string, CorruptEntry>();
+
+  get clusters(): ReadonlyMap<string, ClusterRecord> {
+    return this.#clusters;
+  }
+
+  get reports(): ReadonlyMap<string, ClusterReport> {
+    return this.#reports;
+  }
+
+  get handovers(): ReadonlyMap<string, KnownHandover> {
+    return this.#handovers;
+  }
+
   /** By operator, then shard. */
-  readonly routes = new Map<string, Map<string, PublishedRoute>>();
-  readonly lastSeen = new Map<string, { at: number; apiServerReachable: boolean }>();
+  get routes(): ReadonlyMap<string, ReadonlyMap<string, PublishedRoute>> {
+    return this.#routes;
+  }
+
+  get lastSeen(): ReadonlyMap<string, LastSeen> {
+    return this.#lastSeen;
+  }
+
   /** Latest acknowledged version by operator, then shard. */
-  readonly acks = new Map<string, Map<string, number>>();
+  get acks(): ReadonlyMap<string, ReadonlyMap<string, number>> {
+    return this.#acks;
+  }
+
   /**
    * Handover records stored malformed (or naming another operator), by operator: the leader copies each aside
    * and replaces it (reconciler.ts); its revision is kept so that the replacement's compare-and-set succeeds.
    */
-  readonly corruptHandovers = new Map<string, CorruptEntry>();
+  get corruptHandovers(): ReadonlyMap<string, CorruptEntry> {
+    return this.#corruptHandovers;
+  }
 
   /** `trusted`: the route-signing keys whose tables are read back (the hubs'). */
   constructor(
@@ -56,11 +98,11 @@ export class Fleet {
     const name = decodeToken(entry.key);
     if (name === undefined) return;
     if (entry.operation !== 'PUT') {
-      this.clusters.delete(name);
+      this.#clusters.delete(name);
       return;
     }
     const record = receiveMessage(Messages.clusterRecord, entry.value, this.source(Buckets.clusters, entry));
-    if (record && record.cluster.name === name) this.clusters.set(name, record);
+    if (record && record.cluster.name === name) this.#clusters.set(name, record);
   }
 
   /** Returns the operator when the entry is an acknowledgement newer than the one known. */
@@ -70,23 +112,23 @@ export class Fleet {
     const name = token === undefined ? undefined : decodeToken(token);
     if (name === undefined) return undefined;
     if (prefix === 'report') {
-      if (entry.operation !== 'PUT') this.reports.delete(name);
+      if (entry.operation !== 'PUT') this.#reports.delete(name);
       else {
         const report = receiveMessage(Messages.clusterReport, entry.value, this.source(Buckets.state, entry));
-        if (report && report.cluster === name) this.reports.set(name, report);
+        if (report && report.cluster === name) this.#reports.set(name, report);
       }
     } else if (prefix === 'handover') {
-      this.corruptHandovers.delete(name);
-      if (entry.operation !== 'PUT') this.handovers.delete(name);
+      this.#corruptHandovers.delete(name);
+      if (entry.operation !== 'PUT') this.#handovers.delete(name);
       else {
         const record = receiveMessage(Messages.handoverState, entry.value, this.source(Buckets.state, entry));
-        if (record && record.operator === name) this.handovers.set(name, { record, revision: entry.revision });
+        if (record && record.operator === name) this.#handovers.set(name, { record, revision: entry.revision });
         else {
           // Logged by receiveMessage when malformed. Dropping it and keeping the old revision would wedge the
           // operator (every compare-and-set fails): the leader rebuilds the record from the route tables instead.
           if (record) this.logger.warn({ source: `${Buckets.state}/${entry.key}`, operator: record.operator }, 'dropped a handover record naming another operator');
-          this.handovers.delete(name);
-          this.corruptHandovers.set(name, { key: entry.key, revision: entry.revision, value: entry.value });
+          this.#handovers.delete(name);
+          this.#corruptHandovers.set(name, { key: entry.key, revision: entry.revision, value: entry.value });
         }
       }
     }
@@ -108,21 +150,43 @@ export class Fleet {
       // Not ours (unsigned, another key, another shard's): keep the last good table, but learn the key's revision,
       // so the next compare-and-set publish overwrites it instead of failing on it forever.
       const [operator, shard] = entry.key.split('.').map(decodeToken);
-      const shards = operator === undefined ? undefined : this.routes.get(operator);
+      const shards = operator === undefined ? undefined : this.#routes.get(operator);
       const known = shard === undefined ? undefined : shards?.get(shard);
       if (shards && known && shard !== undefined && known.revision < entry.revision) shards.set(shard, { ...known, revision: entry.revision });
       return;
     }
-    const shards = this.routes.get(table.operator) ?? new Map<string, PublishedRoute>();
-    this.routes.set(table.operator, shards);
+    const shards = this.#routes.get(table.operator) ?? new Map<string, PublishedRoute>();
+    this.#routes.set(table.operator, shards);
     const known = shards.get(table.shard);
     // A greater version at a lower revision is a table published into a bucket created again (revisions restart).
     if (!known || known.revision < entry.revision || known.table.version < table.version) shards.set(table.shard, { table, revision: entry.revision });
   }
 
+  /** A heartbeat received (heartbeats are not stored: each hub times them on its own clock). */
+  recordHeartbeat(cluster: string, seen: LastSeen): void {
+    this.#lastSeen.set(cluster, seen);
+  }
+
+  /** A registration the leader has just stored. */
+  recordRegistration(record: ClusterRecord): void {
+    this.#clusters.set(record.cluster.name, record);
+  }
+
+  /** A report the leader has just stored. */
+  recordReport(report: ClusterReport): void {
+    this.#reports.set(report.cluster, report);
+  }
+
+  /** A handover record the leader has just stored at `revision`: it replaces a malformed one, if any. */
+  recordHandover(record: HandoverStateRecord, revision: number): void {
+    this.#handovers.set(record.operator, { record, revision });
+    this.#corruptHandovers.delete(record.operator);
+  }
+
+  /** A route table the leader has just published at `revision`. */
   recordRoute(table: RouteTable, revision: number): void {
-    const shards = this.routes.get(table.operator) ?? new Map<string, PublishedRoute>();
-    this.routes.set(table.operator, shards);
+    const shards = this.#routes.get(table.operator) ?? new Map<string, PublishedRoute>();
+    this.#routes.set(table.operator, shards);
     const known = shards.get(table.shard);
     if (!known || known.revision < revision) shards.set(table.shard, { table, revision });
   }
@@ -133,13 +197,13 @@ export class Fleet {
    * shard whose table is not known yet (read back from KV before the tables) is recorded and judged when used.
    */
   recordAck(operator: string, shard: string, version: number): boolean {
-    const published = this.routes.get(operator)?.get(shard)?.table.version;
+    const published = this.#routes.get(operator)?.get(shard)?.table.version;
     if (published !== undefined && version > published) {
       this.logger.warn({ operator, shard, version, published }, 'ignored an acknowledgement of a version above the one published for its shard');
       return false;
     }
-    const shards = this.acks.get(operator) ?? new Map<string, number>();
-    this.acks.set(operator, shards);
+    const shards = this.#acks.get(operator) ?? new Map<string, number>();
+    this.#acks.set(operator, shards);
     if ((shards.get(shard) ?? -1) >= version) return false;
     shards.set(shard, version);
     return true;
@@ -151,10 +215,10 @@ export class Fleet {
    */
   forgetRevisions(bucket: BucketName): void {
     if (bucket === Buckets.routes) {
-      for (const shards of this.routes.values()) for (const [shard, route] of shards) shards.set(shard, { ...route, revision: 0 });
+      for (const shards of this.#routes.values()) for (const [shard, route] of shards) shards.set(shard, { ...route, revision: 0 });
     } else if (bucket === Buckets.state) {
-      for (const [operator, handover] of this.handovers) this.handovers.set(operator, { ...handover, revision: 0 });
-      this.corruptHandovers.clear();
+      for (const [operator, handover] of this.#handovers) this.#handovers.set(operator, { ...handover, revision: 0 });
+      this.#corruptHandovers.clear();
     }
   }
 

@@ -1,5 +1,6 @@
+import { compareUnits, unitsOfBuckets, type Ownership, type UnitKey } from '../sharding/index.js';
 import type { HandoverRecord, RouteTable } from '../transport/index.js';
-import { parseUnitKey, unitKey, type HandoverState, type Ownership, type UnitKey } from './handover.js';
+import type { HandoverState } from './handover.js';
 
 /**
  * A revoke version no acknowledgement reaches (acks above a shard's published version are refused): a unit held
@@ -41,11 +42,8 @@ export function handoverStateFromTables(input: RecoveryInput): HandoverState {
   const tables = [...input.tables].sort((a, b) => (a.shard < b.shard ? -1 : a.shard > b.shard ? 1 : 0));
   for (const table of tables) {
     effective[table.shard] = [];
-    for (const cluster of table.clusters) {
-      for (const bucket of cluster.buckets) {
-        const unit = unitKey(cluster.name, bucket);
-        holders.set(unit, [...(holders.get(unit) ?? []), table.shard]);
-      }
+    for (const unit of unitsOfBuckets(table.clusters.map((c) => [c.name, c.buckets] as const))) {
+      holders.set(unit, [...(holders.get(unit) ?? []), table.shard]);
     }
   }
   const pending: HandoverRecord[] = [];
@@ -67,10 +65,4 @@ export function handoverStateFromTables(input: RecoveryInput): HandoverState {
   }
   for (const units of Object.values(effective)) units.sort(compareUnits);
   return { effective, pending: pending.sort((a, b) => compareUnits(a.unit, b.unit)), history: [] };
-}
-
-function compareUnits(a: UnitKey, b: UnitKey): number {
-  const ua = parseUnitKey(a);
-  const ub = parseUnitKey(b);
-  return ua.cluster === ub.cluster ? ua.bucket - ub.bucket : ua.cluster < ub.cluster ? -1 : 1;
 }

@@ -1,25 +1,12 @@
+import { compareUnits, type Ownership, type UnitKey } from '../sharding/index.js';
 import type { HandoverRecord, HandoverStateRecord } from '../transport/index.js';
 import { nextTableVersion } from './table-version.js';
 
 /**
  * Moving units between shards without ever letting two shards own one (pure: time is an argument).
- * A unit is `<bucket>@<cluster>`. A move is: revoke from the old shard (its next route table lacks the unit),
- * then grant to the new shard once the old one acknowledged that table or its lease has expired.
+ * A move is: revoke from the old shard (its next route table lacks the unit), then grant to the new shard once
+ * the old one acknowledged that table or its lease has expired.
  */
-
-export type UnitKey = string;
-
-export function unitKey(cluster: string, bucket: number): UnitKey {
-  return `${bucket}@${cluster}`;
-}
-
-export function parseUnitKey(key: UnitKey): { cluster: string; bucket: number } {
-  const at = key.indexOf('@');
-  return { bucket: Number(key.slice(0, at)), cluster: key.slice(at + 1) };
-}
-
-/** Units per shard. */
-export type Ownership = Record<string, UnitKey[]>;
 
 /** What the published route tables grant, the units in flight, and the latest completed handovers (newest last). */
 export type HandoverState = Omit<HandoverStateRecord, 'schema' | 'operator'>;
@@ -132,10 +119,4 @@ export function handoverStep(input: HandoverStepInput): HandoverStepOutput {
     changedShards: [...changed].sort(),
     ...(deadlines.length ? { nextDeadline: Math.min(...deadlines) } : {}),
   };
-}
-
-function compareUnits(a: UnitKey, b: UnitKey): number {
-  const ua = parseUnitKey(a);
-  const ub = parseUnitKey(b);
-  return ua.cluster === ub.cluster ? ua.bucket - ub.bucket : ua.cluster < ub.cluster ? -1 : 1;
 }

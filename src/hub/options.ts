@@ -1,40 +1,60 @@
-import type { NatsClientConfig } from '../transport/index.js';
-import type { HealthThresholds } from './health.js';
-import type { BootstrapToken } from './registration.js';
+import { Type, type Static } from '@sinclair/typebox';
+import { checkOptions, ListenAddressSchema, Millis, ReadonlyList, type OptionsResult } from '../api/index.js';
+import { NatsClientConfigSchema } from '../transport/index.js';
 
-export interface HubOptions {
-  nats: NatsClientConfig;
-  /** Accepted bootstrap tokens, each bound to one cluster (from --token-file, `CLUSTER TOKEN` per line). */
-  tokens: BootstrapToken[];
-  /** Seed of the hub's nkey, which signs every route table (proxies trust its public key). */
-  signingSeed: string;
-  /**
-   * Mints each registering agent a user JWT for its cluster alone: the seed of the account's signing key and the
-   * account's public key. Absent, agents stay on the identity they connected with.
-   */
-  agentIssuer?: { seed: string; account: string };
-  /** Unique per hub process; shows in the lease and the status API. */
-  identity: string;
-  /**
-   * KV stream replicas of the buckets the hub creates: 1 on a single NATS server, 3 on a NATS cluster; `auto`
-   * (default) takes the most the cluster can place, up to 3. Existing buckets keep theirs.
-   */
-  replicas: number | 'auto';
-  /** Hub leader lease TTL and renew period. */
-  leaseTtlMs: number;
-  leaseRenewMs: number;
-  health: HealthThresholds;
-  /** Changes arriving within this window are planned together. */
-  debounceMs: number;
-  /** A shard's proxy fences itself this long after its last lease extension; a handover waits this long for an ack. */
-  proxyLeaseSeconds: number;
-  /** Added to the proxy lease before a revoked unit is granted without acknowledgement (clock-rate safety). */
-  grantMarginMs: number;
-  /** Completed handovers kept per operator in the status API. */
-  handoverHistory: number;
-  /** HTTP listen address of /healthz, /readyz, /metrics and /status; port 0 picks a free one. */
-  listen: { host: string; port: number };
-}
+/** An nkey seed of one kind: `SN` a server key (signs route tables), `SA` an account key (mints user JWTs). */
+const seed = (prefix: 'SN' | 'SA') => Type.String({ pattern: `^${prefix}[A-Z2-7]{56}$` });
+
+/** The hub's options, the one definition of their shape and ranges; `parseHubOptions` checks and freezes them. */
+export const HubOptionsSchema = Type.Object(
+  {
+    nats: NatsClientConfigSchema,
+    /** Accepted bootstrap tokens, each bound to one cluster (from --token-file, `CLUSTER TOKEN` per line). */
+    tokens: ReadonlyList(Type.Object({ cluster: Type.String({ minLength: 1 }), token: Type.String({ minLength: 1 }) }, { additionalProperties: false })),
+    /** Seed of the hub's nkey, which signs every route table (proxies trust its public key). */
+    signingSeed: seed('SN'),
+    /**
+     * Mints each registering agent a user JWT for its cluster alone: the seed of the account's signing key and the
+     * account's public key. Absent, agents stay on the identity they connected with.
+     */
+    agentIssuer: Type.Optional(Type.Object({ seed: seed('SA'), account: Type.String({ pattern: '^A[A-Z2-7]{55}$' }) }, { additionalProperties: false })),
+    /** Unique per hub process; shows in the lease and the status API. */
+    identity: Type.String({ minLength: 1, maxLength: 253 }),
+    /**
+     * KV stream replicas of the buckets the hub creates: 1 on a single NATS server, 3 on a NATS cluster; `auto`
+     * (default) takes the most the cluster can place, up to 3. Existing buckets keep theirs.
+     */
+    replicas: Type.Union([Type.Integer({ minimum: 1, maximum: 5 }), Type.Literal('auto')]),
+    /** Hub leader lease TTL (`--lease-ttl`) and renew period. */
+    leaseTtlMs: Millis(2_000, 600_000),
+    leaseRenewMs: Millis(100, 300_000),
+    health: Type.Object(
+      {
+        /** Without a heartbeat for this long a cluster is Unknown (`--unknown-after`). */
+        unknownAfterMs: Millis(1_000, 3_600_000),
+        /** Without a heartbeat for this long a cluster is Offline (`--offline-after`, longer than unknownAfterMs). */
+        offlineAfterMs: Millis(2_000, 86_400_000),
+      },
+      { additionalProperties: false },
+    ),
+    /** Changes arriving within this window are planned together. */
+    debounceMs: Millis(0, 60_000),
+    /**
+     * A shard's proxy fences itself this long after its last lease extension; a handover waits this long for an ack
+     * (`--proxy-lease`, whole seconds: route tables carry it in seconds).
+     */
+    proxyLeaseSeconds: Type.Integer({ minimum: 1, maximum: 3_600 }),
+    /** Added to the proxy lease before a revoked unit is granted without acknowledgement (clock-rate safety; `--grant-margin`). */
+    grantMarginMs: Millis(0, 600_000),
+    /** Completed handovers kept per operator in the status API. */
+    handoverHistory: Type.Integer({ minimum: 0, maximum: 100_000 }),
+    /** HTTP listen address of /healthz, /readyz, /metrics and /status; port 0 picks a free one. */
+    listen: ListenAddressSchema,
+  },
+  { additionalProperties: false },
+);
+
+export type HubOptions = Static<typeof HubOptionsSchema>;
 
 export const HUB_DEFAULTS = {
   replicas: 'auto',
@@ -48,11 +68,16 @@ export const HUB_DEFAULTS = {
   listen: { host: '127.0.0.1', port: 9464 },
 } as const satisfies Partial<HubOptions>;
 
-/** Problems a user can fix, one sentence each naming the option; empty when the options are usable. */
+/** Problems a user can fix between fields, one sentence each naming the option; empty when the options are usable. */
 export function hubOptionProblems(options: HubOptions): string[] {
   const problems: string[] = [];
   if (options.tokens.length === 0) problems.push('no bootstrap token: the token file must hold at least one "CLUSTER TOKEN" line');
   if (options.leaseRenewMs * 2 > options.leaseTtlMs) problems.push('the lease renew period must be at most half the lease TTL');
   if (options.health.offlineAfterMs <= options.health.unknownAfterMs) problems.push('offline-after must be longer than unknown-after');
   return problems;
+}
+
+/** The hub's options checked once (schema, then hubOptionProblems) and deeply frozen, or every problem found. */
+export function parseHubOptions(input: unknown): OptionsResult<HubOptions> {
+  return checkOptions(HubOptionsSchema, input, hubOptionProblems);
 }

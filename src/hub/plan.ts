@@ -1,5 +1,5 @@
+import type { UnitKey } from '../sharding/index.js';
 import type { ClusterRoute, RouteTable } from '../transport/index.js';
-import type { UnitKey } from './handover.js';
 
 /** One shard of an operator as planned: which units it should own and what its route table says besides. */
 export interface ShardPlan {

@@ -1,6 +1,7 @@
 import type { KV } from '@nats-io/kv';
 import type { Logger } from 'pino';
 import type { HubMetrics } from '../metrics/index.js';
+import type { Ownership } from '../sharding/index.js';
 import {
   Buckets,
   Keys,
@@ -16,7 +17,7 @@ import {
   type RouteTable,
 } from '../transport/index.js';
 import type { CorruptEntry, Fleet, PublishedRoute } from './fleet.js';
-import { EMPTY_HANDOVER_STATE, handoverStep, type Ownership } from './handover.js';
+import { EMPTY_HANDOVER_STATE, handoverStep } from './handover.js';
 import { handoverStateFromTables } from './handover-recovery.js';
 import { nextTableVersion } from './table-version.js';
 import type { FleetPlan, OperatorPlan } from './plan.js';
@@ -170,8 +171,7 @@ async function reconcileOperator(ctx: ReconcileContext, plan: OperatorPlan, now:
     for (const done of fresh === 0 ? [] : record.history.slice(-fresh)) {
       if (done.grantedBy) ctx.metrics.handovers.inc({ granted_by: done.grantedBy });
     }
-    fleet.handovers.set(plan.operator, { record, revision });
-    fleet.corruptHandovers.delete(plan.operator);
+    fleet.recordHandover(record, revision);
   }
   return { published, ...(step.nextDeadline !== undefined ? { nextDeadline: step.nextDeadline + (recordedAt - now) } : {}) };
 }

@@ -1,5 +1,5 @@
+import { bucketsOfUnits, type UnitKey } from '../sharding/index.js';
 import { ROUTE_TABLE_SCHEMA_VERSION, type ClusterIdentity, type RouteTable } from '../transport/index.js';
-import { parseUnitKey, type UnitKey } from './handover.js';
 import type { OperatorPlan, ShardPlan } from './plan.js';
 
 export interface BuildRouteTableOptions {
@@ -20,11 +20,7 @@ export interface BuildRouteTableOptions {
 /** The route table of one shard (pure). Clusters not registered (no endpoint known) are left out. */
 export function buildRouteTable(options: BuildRouteTableOptions): RouteTable {
   const { plan, shard } = options;
-  const buckets = new Map<string, number[]>();
-  for (const unit of options.units) {
-    const { cluster, bucket } = parseUnitKey(unit);
-    buckets.set(cluster, [...(buckets.get(cluster) ?? []), bucket]);
-  }
+  const buckets = bucketsOfUnits(options.units);
   const clusters = plan.clusters.flatMap((name) => {
     const identity = options.clusters.get(name);
     if (!identity) return [];
@@ -33,7 +29,7 @@ export function buildRouteTable(options: BuildRouteTableOptions): RouteTable {
         name,
         server: identity.server,
         caPem: identity.caPem,
-        buckets: [...(buckets.get(name) ?? [])].sort((a, b) => a - b),
+        buckets: buckets.get(name) ?? [],
         limits: shard?.limits ?? [],
       },
     ];

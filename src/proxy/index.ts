@@ -1,4 +1,5 @@
-export { startProxy, type ListenAddress, type ProxyConfig, type RunningProxy } from './proxy-server.js';
+export { startProxy, type RunningProxy } from './proxy-server.js';
+export { PROXY_DEFAULTS, ProxyConfigSchema, parseProxyConfig, proxyConfigProblems, type ProxyConfig } from './options.js';
 export { createApiGuard } from './request/api-guard.js';
 export { type RequestGuard } from './request/api-handler.js';
 export { decide } from './request/enforce.js';

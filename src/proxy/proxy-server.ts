@@ -3,42 +3,22 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } 
 import type { AddressInfo } from 'node:net';
 import type { Registry } from 'prom-client';
 import type { Logger } from 'pino';
-import { createProxyMetrics, createRegistry, registerOpsRoutes, type ProxyMetrics } from '../metrics/index.js';
+import { createProxyMetrics, createRegistry, registerOpsRoutes } from '../metrics/index.js';
 import type { RouteTable } from '../transport/index.js';
 import { startEgressProxy, type EgressProxy } from './egress/egress-proxy.js';
 import { createApiGuard } from './request/api-guard.js';
-import { createApiHandler, type RequestGuard, type RequestPolicy } from './request/api-handler.js';
+import { createApiHandler } from './request/api-handler.js';
 import { createUpgradeHandler } from './request/upgrade.js';
 import { RouteController } from './routes/route-controller.js';
 import type { RouteSource } from './routes/route-source.js';
 import type { TableStore } from './routes/table-store.js';
 import { emptyRules, type RuleClock, type RuleSet, type RuleSource } from './rules/index.js';
-import type { BreakerOptions } from './upstream/cluster-breaker.js';
 import { ClusterLinks } from './upstream/cluster-links.js';
-import type { ClusterCredentials, UpstreamOptions } from './upstream/upstream.js';
-
-export interface ListenAddress {
-  host: string;
-  port: number;
-}
-
-/** The proxy's configuration, validated and frozen by the CLI. */
-export interface ProxyConfig {
-  /** Where the operator's kubeconfig points (API traffic). */
-  api: ListenAddress;
-  /** /healthz, /readyz, /metrics: a port of their own so the API server's own paths pass through untouched. */
-  ops: ListenAddress;
-  /** The HTTP proxy for the operator's external REST calls (HTTP_PROXY/HTTPS_PROXY), judged by the rules; off when absent. */
-  egress?: ListenAddress;
-  upstream: UpstreamOptions;
-  breaker: BreakerOptions;
-  /** Body limit for what the proxy reads, and whether `Impersonate-*` headers pass. */
-  requests: RequestPolicy;
-  /** The proxy fences itself `marginMs` before its lease ends (the hub waits its own margin past it). */
-  lease: { marginMs: number };
-}
+import type { ClusterCredentials } from './upstream/upstream.js';
+import type { ProxyConfig } from './options.js';
 
 export interface ProxyDeps {
+  /** Validated and frozen by parseProxyConfig (src/proxy/options.ts). */
   config: ProxyConfig;
   source: RouteSource;
   store: TableStore;
@@ -54,8 +34,6 @@ export interface ProxyDeps {
    * are the egress port's calls (which, without one, pass).
    */
   rules?: RuleSource;
-  /** A check of the caller's own run before enforcement, in place of the rules' (tests drive the guard with it). */
-  guard?: (metrics: ProxyMetrics) => RequestGuard;
   /** Told of every route table installed. */
   onTableInstalled?: (table: RouteTable) => void;
 }
@@ -99,7 +77,7 @@ async function serve(deps: ProxyDeps, registry: Registry, currentRules: () => Ru
   const { config, logger } = deps;
   const metrics = createProxyMetrics(registry);
   const clock: RuleClock = { now: deps.now, random: deps.random ?? Math.random };
-  const guard = deps.guard?.(metrics) ?? (deps.rules ? createApiGuard({ rules: currentRules, clock, metrics }) : undefined);
+  const guard = deps.rules ? createApiGuard({ rules: currentRules, clock, metrics }) : undefined;
   const links = new ClusterLinks({ credentials: deps.credentials, upstream: config.upstream, breaker: config.breaker, metrics, logger });
   const controller = new RouteController({
     source: deps.source,
@@ -134,8 +112,9 @@ async function serve(deps: ProxyDeps, registry: Registry, currentRules: () => Ru
   const ops = Fastify({ loggerInstance: logger.child({ listener: 'ops' }) as FastifyBaseLogger, logController: quiet(), forceCloseConnections: true });
   registerOpsRoutes(ops, { registry, readiness: () => controller.readiness() });
 
-  await api.listen(config.api);
-  await ops.listen(config.ops);
+  // Fastify writes into the options it is given: a copy each, the configuration is frozen.
+  await api.listen({ ...config.api });
+  await ops.listen({ ...config.ops });
   const apiUrl = urlOf(api);
   const opsUrl = urlOf(ops);
   logger.info({ api: apiUrl, ops: opsUrl, source: deps.source.description }, 'proxy listening');

@@ -31,6 +31,23 @@ export {
   type PlanInput,
   type PlanResult,
 } from './plan-format.js';
-export { bucketsOfLimits, operatorsFromConfigs } from './operators-from-configs.js';
+export {
+  bucketsOfLimits,
+  shardsOfConfig,
+  shardsOfConfigs,
+  type ConfigHome,
+  type ConfigShard,
+  type ConfigShards,
+} from './config-shards.js';
+export { operatorInput, operatorsFromConfigs } from './operators-from-configs.js';
 export { ownedSelector } from './owned-selector.js';
 export { shardName } from './shard-name.js';
+export {
+  bucketsOfUnits,
+  compareUnits,
+  parseUnitKey,
+  unitKey,
+  unitsOfBuckets,
+  type Ownership,
+  type UnitKey,
+} from './units.js';

@@ -34,6 +34,7 @@ export {
   natsConnectionOptions,
   credsJwt,
   inboxPrefixFor,
+  NatsClientConfigSchema,
   type NatsClientConfig,
   type NatsCredentials,
 } from './nats-config.js';

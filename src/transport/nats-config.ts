@@ -12,29 +12,42 @@ import {
   type TlsOptions,
 } from '@nats-io/transport-node';
 import { fromSeed } from '@nats-io/nkeys';
+import { Type, type Static } from '@sinclair/typebox';
+import { ReadonlyList } from '../api/index.js';
 import { CtrlmeshError, ErrorCodes } from '../errors.js';
 
-/**
- * How a process reaches NATS: where, over which TLS, as whom. One type for the hub, the agent and the proxy,
- * built once from flags and environment (src/cli/commands/nats-flags.ts) and frozen.
- */
-export interface NatsClientConfig {
-  servers: readonly string[];
-  /** TLS: the CA that signs the server's certificate (verified), and optionally a client certificate. */
-  tls?: { caFile: string; certFile?: string; keyFile?: string };
-  credentials?: NatsCredentials;
-}
-
 /** What the client presents; files are read again at each (re)connection, so rotated secrets take effect. */
-export type NatsCredentials =
+export const NatsCredentialsSchema = Type.Union([
   /** A creds file: user JWT + nkey seed, as `nsc` and `ctrlmesh nats-auth` write it. */
-  | { kind: 'creds'; file: string }
+  Type.Object({ kind: Type.Literal('creds'), file: Type.String({ minLength: 1 }) }, { additionalProperties: false }),
   /** A user JWT and its seed held in memory (an agent's identity, minted by the hub at registration). */
-  | { kind: 'jwt'; jwt: string; seed: Uint8Array }
+  Type.Object({ kind: Type.Literal('jwt'), jwt: Type.String({ minLength: 1 }), seed: Type.Uint8Array() }, { additionalProperties: false }),
   /** A bare nkey seed (server configured with `nkey:` users). */
-  | { kind: 'nkey'; seedFile: string }
-  | { kind: 'user'; user: string; passwordFile: string }
-  | { kind: 'token'; tokenFile: string };
+  Type.Object({ kind: Type.Literal('nkey'), seedFile: Type.String({ minLength: 1 }) }, { additionalProperties: false }),
+  Type.Object({ kind: Type.Literal('user'), user: Type.String({ minLength: 1 }), passwordFile: Type.String({ minLength: 1 }) }, { additionalProperties: false }),
+  Type.Object({ kind: Type.Literal('token'), tokenFile: Type.String({ minLength: 1 }) }, { additionalProperties: false }),
+]);
+export type NatsCredentials = Static<typeof NatsCredentialsSchema>;
+
+/**
+ * How a process reaches NATS: where, over which TLS, as whom. One schema for the hub's, the agent's and the
+ * proxy's options, built once from flags and environment (src/cli/commands/nats-flags.ts) and frozen.
+ */
+export const NatsClientConfigSchema = Type.Object(
+  {
+    servers: ReadonlyList(Type.String({ minLength: 1 }), { minItems: 1 }),
+    /** TLS: the CA that signs the server's certificate (verified), and optionally a client certificate. */
+    tls: Type.Optional(
+      Type.Object(
+        { caFile: Type.String({ minLength: 1 }), certFile: Type.Optional(Type.String({ minLength: 1 })), keyFile: Type.Optional(Type.String({ minLength: 1 })) },
+        { additionalProperties: false },
+      ),
+    ),
+    credentials: Type.Optional(NatsCredentialsSchema),
+  },
+  { additionalProperties: false },
+);
+export type NatsClientConfig = Static<typeof NatsClientConfigSchema>;
 
 function readSecret(path: string, what: string, trim = true): string {
   try {

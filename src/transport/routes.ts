@@ -126,6 +126,23 @@ export function acknowledge(options: AcknowledgeOptions): void {
   publishMessage(options.link, Subjects.ack(options.operator, options.shard), Messages.ack, ack);
 }
 
+/**
+ * Whether a proxy's message came on the subject of the shard it speaks for. Only that shard's proxy may publish
+ * there (the bus's permissions), so the subject is the proof of who sends; a mismatch is a confused or malicious
+ * sender, logged and dropped.
+ */
+function sentOnItsSubject(
+  msg: Msg,
+  claimed: { operator: string; shard: string },
+  subjectOf: (operator: string, shard: string) => string,
+  what: string,
+  logger: Logger,
+): boolean {
+  if (msg.subject === subjectOf(claimed.operator, claimed.shard)) return true;
+  logger.warn({ subject: msg.subject, operator: claimed.operator, shard: claimed.shard }, `dropped ${what} whose shard does not match its subject`);
+  return false;
+}
+
 /** Receives every proxy's acknowledgements (validated). */
 export function subscribeAcks(options: { link: NatsLink; logger: Logger; onAck: (ack: Ack) => void }): { unsubscribe(): void } {
   return subscribeMessages({
@@ -134,9 +151,7 @@ export function subscribeAcks(options: { link: NatsLink; logger: Logger; onAck: 
     kind: Messages.ack,
     logger: options.logger,
     handler: (ack, msg) => {
-      // The subject names the shard too: a mismatch is a confused or malicious sender.
-      if (msg.subject === Subjects.ack(ack.operator, ack.shard)) options.onAck(ack);
-      else options.logger.warn({ subject: msg.subject, operator: ack.operator, shard: ack.shard }, 'dropped an ack whose shard does not match its subject');
+      if (sentOnItsSubject(msg, ack, Subjects.ack, 'an ack', options.logger)) options.onAck(ack);
     },
   });
 }
@@ -195,11 +210,7 @@ export function serveRenewals(options: {
     kind: Messages.renewRequest,
     logger: options.logger,
     handler: (request, msg) => {
-      // Only the shard's proxy may publish on its subject: the subject is the proof of who asks.
-      if (msg.subject !== Subjects.renew(request.operator, request.shard)) {
-        options.logger.warn({ subject: msg.subject, operator: request.operator, shard: request.shard }, 'dropped a renewal whose shard does not match its subject');
-        return;
-      }
+      if (!sentOnItsSubject(msg, request, Subjects.renew, 'a renewal', options.logger)) return;
       const version = options.published(request.operator, request.shard);
       const reply: RenewReply = {
         schema: MESSAGE_SCHEMA_VERSION,

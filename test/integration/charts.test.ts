@@ -218,6 +218,9 @@ describe('Helm charts', () => {
           `--signing-key=${dir}/route-signing.nk`,
           `--agent-issuer=${dir}/issuer.nk`,
           `--token-file=${dir}/tokens`,
+          // extraArgs: durations with their units (ctrlmesh hub refuses a bare number)
+          '--unknown-after=10s',
+          '--offline-after=1m',
         ]),
       );
     } else {

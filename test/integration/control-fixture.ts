@@ -87,17 +87,16 @@ export function hubOptions(nats: NatsEndpoint, identity: string, overrides: Part
   };
 }
 
-type AgentFixtureOptions = { registryName: string; bed: ClusterInfo; nats: NatsEndpoint } & Partial<Omit<AgentOptions, 'cluster' | 'nats'>>;
+type AgentFixtureOptions = { registryName: string; bed: ClusterInfo; nats: NatsEndpoint; kc?: KubeConfig } & Partial<Omit<AgentOptions, 'cluster' | 'nats'>>;
 
 /** An agent of the bed's cluster `bed`, registered as `registryName` with the bootstrap identity and TOKEN. */
 export function agentOptions(options: AgentFixtureOptions): AgentOptions {
-  const { registryName, bed, nats, ...overrides } = options;
+  const { registryName, bed, nats, kc: _kc, ...overrides } = options;
   const { auth, caFile } = security(nats);
   return {
     ...AGENT_DEFAULTS,
     cluster: registryName,
     clusterLabels: { testbed: bed.name },
-    kc: kubeConfigFor(bed),
     nats: { servers: natsUrls(nats), tls: { caFile }, credentials: { kind: 'creds', file: auth.bootstrapCreds } },
     token: TOKEN,
     hash: { algorithm: 'kusionstack' },
@@ -115,7 +114,7 @@ export async function runHub(nats: NatsEndpoint, identity: string, overrides: Pa
 }
 
 export async function runAgent(options: AgentFixtureOptions): Promise<AgentHandle> {
-  return startAgent(agentOptions(options), { logger: logger.child({ agent: options.registryName }) });
+  return startAgent(agentOptions(options), { kc: options.kc ?? kubeConfigFor(options.bed), logger: logger.child({ agent: options.registryName }) });
 }
 
 /** Retries an assertion until it passes or the time is up (then throws its last failure). */

@@ -29,7 +29,7 @@ describe('ctrlmesh demo', () => {
 
   it('brings up the mesh, shows ownership, rates and breakers live, and Ctrl-C tears every process down', async () => {
     dir = await mkdtemp(join(tmpdir(), 'ctrlmesh-demo-'));
-    const child = spawn(process.execPath, ['dist/src/cli/main.js', 'demo', '--dir', dir, '--refresh-ms', '500', '--log-level', 'warn'], {
+    const child = spawn(process.execPath, ['dist/src/cli/main.js', 'demo', '--dir', dir, '--refresh', '500ms', '--log-level', 'warn'], {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let out = '';

@@ -1,8 +1,8 @@
-import { AGENT_DEFAULTS, agentOptionProblems, startAgent, type AgentOptions } from '../../agent/index.js';
+import { AGENT_DEFAULTS, AgentOptionsSchema, parseAgentOptions, startAgent, type AgentOptions } from '../../agent/index.js';
 import { UsageError } from '../../errors.js';
 import { inClusterKubeConfig, loadKubeConfig } from '../../kube/index.js';
-import { HASH_ALGORITHMS, type HashAlgorithm } from '../../sharding/index.js';
-import { intValue, requiredString, stringList, stringValue, type Command, type CommandContext } from '../command.js';
+import { HASH_ALGORITHMS } from '../../sharding/index.js';
+import { intValue, requiredString, stringList, stringValue, usableOptions, type Command, type CommandContext } from '../command.js';
 import { parseLabels, parseListen, readFlagFile, readTokens, untilAborted } from './flags.js';
 import { natsOptions, requiredNatsConfig, routeSignerKeys } from './nats-flags.js';
 
@@ -117,24 +117,23 @@ export const agentCommand: Command = {
     const kubeconfig = stringValue(ctx, 'kubeconfig');
     const webhook = webhookOptions(ctx);
     const sidecar = sidecarOptions(ctx);
-    if (sidecar && !webhook) throw new UsageError('--proxy-image needs the webhook (--webhook-listen)');
-    const options: AgentOptions = Object.freeze({
-      ...AGENT_DEFAULTS,
-      cluster: requiredString(ctx, 'cluster'),
-      clusterLabels: parseLabels('label', stringList(ctx, 'label')),
-      kc: kubeconfig ? loadKubeConfig(kubeconfig) : inClusterKubeConfig(ctx.env),
-      nats: requiredNatsConfig(ctx),
-      token: readTokens(requiredString(ctx, 'token-file'))[0] as string,
-      hash: { algorithm: algorithm as HashAlgorithm },
-      labelQps: intValue(ctx, 'label-qps', AGENT_DEFAULTS.labelQps, { min: 1, max: 10_000 }),
-      listen: listen ? parseListen('listen', listen) : AGENT_DEFAULTS.listen,
-      ...(advertised ? { advertisedServer: advertised } : {}),
-      ...(webhook ? { webhook } : {}),
-      ...(sidecar ? { sidecar } : {}),
-    });
-    const problems = agentOptionProblems(options);
-    if (problems.length) throw new UsageError(problems.join('; '));
-    const agent = await startAgent(options, { logger: ctx.logger });
+    const options = usableOptions(
+      parseAgentOptions({
+        ...AGENT_DEFAULTS,
+        cluster: requiredString(ctx, 'cluster'),
+        clusterLabels: parseLabels('label', stringList(ctx, 'label')),
+        nats: requiredNatsConfig(ctx),
+        token: readTokens(requiredString(ctx, 'token-file'))[0],
+        hash: { algorithm },
+        labelQps: intValue(ctx, 'label-qps', AGENT_DEFAULTS.labelQps, AgentOptionsSchema.properties.labelQps),
+        listen: listen ? parseListen('listen', listen) : AGENT_DEFAULTS.listen,
+        ...(advertised ? { advertisedServer: advertised } : {}),
+        ...(webhook ? { webhook } : {}),
+        ...(sidecar ? { sidecar } : {}),
+      }),
+    );
+    const kc = kubeconfig ? loadKubeConfig(kubeconfig) : inClusterKubeConfig(ctx.env);
+    const agent = await startAgent(options, { kc, logger: ctx.logger });
     ctx.stdout.write(`agent of cluster ${options.cluster} serving ${agent.url}\n`);
     await untilAborted(ctx.signal);
     await agent.stop();

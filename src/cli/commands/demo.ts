@@ -4,7 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { DEMO_NAMESPACE, DEMO_OPERATOR, parseMetricsText, startDemoMesh } from '../../demo/index.js';
 import type { HubStatus } from '../../hub/index.js';
 import { FileError } from '../../errors.js';
-import { intValue, stringValue, type Command } from '../command.js';
+import { durationValue, intValue, stringValue, type Command } from '../command.js';
 import { renderDemoView, type ProxyScrape } from './demo-view.js';
 
 // Mild protection rules every shard proxy loads, so the view has breakers, limits and faults to show.
@@ -77,7 +77,7 @@ async function hubStatus(hubUrl: string): Promise<HubStatus | undefined> {
 export const demoCommand: Command = {
   name: 'demo',
   summary: 'Run the mesh locally with a live view: 2 clusters, the hub, an agent each, a sharded sample operator; Ctrl-C stops it all.',
-  usage: '[--shards N] [--dir DIR] [--refresh-ms MS]',
+  usage: '[--shards N] [--dir DIR] [--refresh DURATION]',
   details: [
     'Starts the test bed (etcd, two kube-apiservers, NATS), the hub, one agent per cluster, and the sample operator',
     `as N shards, each behind its own proxy, for an auto-sharding root (${DEMO_OPERATOR}) spanning both clusters.`,
@@ -87,11 +87,11 @@ export const demoCommand: Command = {
   options: {
     shards: { type: 'string', valueName: 'N', description: 'shards of the sample operator (default 3)' },
     dir: { type: 'string', valueName: 'DIR', description: 'state and logs (default .ctrlmesh/demo; a demo directory is emptied at start)' },
-    'refresh-ms': { type: 'string', valueName: 'MS', description: 'view refresh interval (default 1000)' },
+    refresh: { type: 'string', valueName: 'DURATION', description: 'view refresh interval (default 1s)' },
   },
   run: async (ctx) => {
-    const shards = intValue(ctx, 'shards', 3, { min: 1, max: 8 });
-    const refreshMs = intValue(ctx, 'refresh-ms', 1000, { min: 100, max: 60_000 });
+    const shards = intValue(ctx, 'shards', 3, { minimum: 1, maximum: 8 });
+    const refreshMs = durationValue(ctx, 'refresh', 1000, { minimum: 100, maximum: 60_000 });
     const dir = resolve(stringValue(ctx, 'dir') ?? join('.ctrlmesh', 'demo'));
     const workloadNamespaces = 8;
     await emptyDemoDir(dir);

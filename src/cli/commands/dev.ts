@@ -126,8 +126,8 @@ const upCommand: Command = {
     ...dirOption,
   },
   run: async (ctx) => {
-    const clusters = intValue(ctx, 'clusters', 2, { min: 1, max: 26 });
-    const natsServers = intValue(ctx, 'nats-servers', 1, { min: 1, max: 5 });
+    const clusters = intValue(ctx, 'clusters', 2, { minimum: 1, maximum: 26 });
+    const natsServers = intValue(ctx, 'nats-servers', 1, { minimum: 1, maximum: 5 });
     const dir = bedDir(ctx);
     const running = await livePidRecords(dir);
     if (running.length > 0) {

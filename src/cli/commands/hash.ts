@@ -16,7 +16,7 @@ export const hashCommand: Command = {
     if (!(HASH_ALGORITHMS as readonly string[]).includes(algorithm)) {
       throw new UsageError(`--algorithm must be one of ${HASH_ALGORITHMS.join(', ')}, not "${algorithm}"`);
     }
-    const bucketCount = intValue(ctx, 'buckets', DEFAULT_BUCKET_COUNT, { min: 1, max: 65536 });
+    const bucketCount = intValue(ctx, 'buckets', DEFAULT_BUCKET_COUNT, { minimum: 1, maximum: 65536 });
     if (ctx.positionals.length === 0) throw new UsageError('name at least one namespace (see ctrlmesh hash --help)');
     const settings = createHashSettings({ algorithm: algorithm as HashAlgorithm, bucketCount });
     ctx.stdout.write(ctx.positionals.map((ns) => `${ns}\t${bucketOf(ns, settings)}\n`).join(''));

@@ -1,8 +1,9 @@
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
-import { HUB_DEFAULTS, hubOptionProblems, startHub, type HubOptions } from '../../hub/index.js';
+import { formatDuration } from '../../api/index.js';
+import { HUB_DEFAULTS, HubOptionsSchema, parseHubOptions, startHub, type HubOptions } from '../../hub/index.js';
 import { UsageError } from '../../errors.js';
-import { intValue, requiredString, stringValue, type Command } from '../command.js';
+import { durationValue, intValue, requiredString, stringValue, usableOptions, type Command } from '../command.js';
 import { decodeJwt } from '../../transport/auth/index.js';
 import { credsJwt, type NatsClientConfig } from '../../transport/index.js';
 import { parseListen, readBootstrapTokens, readFlagFile, untilAborted } from './flags.js';
@@ -46,36 +47,53 @@ export const hubCommand: Command = {
     replicas: { type: 'string', valueName: 'N', description: 'KV replicas of new buckets: 1 on one NATS server, 3 on a cluster (default auto: up to 3, as the cluster allows)' },
     listen: { type: 'string', valueName: 'HOST:PORT', description: `status API address (default ${HUB_DEFAULTS.listen.host}:${HUB_DEFAULTS.listen.port})` },
     identity: { type: 'string', valueName: 'ID', description: 'name of this hub instance (default host name + random suffix)' },
-    'lease-ttl': { type: 'string', valueName: 'SECONDS', description: `hub leader lease (default ${HUB_DEFAULTS.leaseTtlMs / 1000})` },
-    'unknown-after': { type: 'string', valueName: 'SECONDS', description: `a cluster without heartbeats is Unknown after (default ${HUB_DEFAULTS.health.unknownAfterMs / 1000})` },
-    'offline-after': { type: 'string', valueName: 'SECONDS', description: `... and Offline after (default ${HUB_DEFAULTS.health.offlineAfterMs / 1000})` },
-    'proxy-lease': { type: 'string', valueName: 'SECONDS', description: `proxies fence themselves this long after their last lease renewal (default ${HUB_DEFAULTS.proxyLeaseSeconds})` },
-    'grant-margin': { type: 'string', valueName: 'SECONDS', description: `added to the proxy lease before a unit moves without acknowledgement (default ${HUB_DEFAULTS.grantMarginMs / 1000})` },
+    'lease-ttl': { type: 'string', valueName: 'DURATION', description: `hub leader lease (default ${formatDuration(HUB_DEFAULTS.leaseTtlMs)}; renewed every third of it)` },
+    'unknown-after': {
+      type: 'string',
+      valueName: 'DURATION',
+      description: `a cluster without heartbeats is Unknown after (default ${formatDuration(HUB_DEFAULTS.health.unknownAfterMs)})`,
+    },
+    'offline-after': { type: 'string', valueName: 'DURATION', description: `... and Offline after (default ${formatDuration(HUB_DEFAULTS.health.offlineAfterMs)})` },
+    'proxy-lease': {
+      type: 'string',
+      valueName: 'DURATION',
+      description: `proxies fence themselves this long after their last lease renewal, whole seconds (default ${formatDuration(HUB_DEFAULTS.proxyLeaseSeconds * 1000)})`,
+    },
+    'grant-margin': {
+      type: 'string',
+      valueName: 'DURATION',
+      description: `added to the proxy lease before a unit moves without acknowledgement (default ${formatDuration(HUB_DEFAULTS.grantMarginMs)})`,
+    },
   },
   run: async (ctx) => {
-    const leaseTtl = intValue(ctx, 'lease-ttl', HUB_DEFAULTS.leaseTtlMs / 1000, { min: 2, max: 600 });
+    const field = HubOptionsSchema.properties;
+    const leaseTtlMs = durationValue(ctx, 'lease-ttl', HUB_DEFAULTS.leaseTtlMs, field.leaseTtlMs);
+    // The timing flags first: a mistyped duration is reported before a missing file.
+    const timing = {
+      leaseTtlMs,
+      leaseRenewMs: Math.floor(leaseTtlMs / 3),
+      health: {
+        unknownAfterMs: durationValue(ctx, 'unknown-after', HUB_DEFAULTS.health.unknownAfterMs, field.health.properties.unknownAfterMs),
+        offlineAfterMs: durationValue(ctx, 'offline-after', HUB_DEFAULTS.health.offlineAfterMs, field.health.properties.offlineAfterMs),
+      },
+      proxyLeaseSeconds: durationValue(ctx, 'proxy-lease', HUB_DEFAULTS.proxyLeaseSeconds, field.proxyLeaseSeconds, 's'),
+      grantMarginMs: durationValue(ctx, 'grant-margin', HUB_DEFAULTS.grantMarginMs, field.grantMarginMs),
+    };
     const listen = stringValue(ctx, 'listen');
     const nats = requiredNatsConfig(ctx);
-    const options: HubOptions = Object.freeze({
-      ...HUB_DEFAULTS,
-      nats,
-      tokens: readBootstrapTokens(requiredString(ctx, 'token-file')),
-      signingSeed: seedFile(ctx, 'signing-key', 'CTRLMESH_SIGNING_KEY', 'SN'),
-      ...(agentIssuer(ctx, nats) ?? {}),
-      identity: stringValue(ctx, 'identity') ?? `${hostname()}-${randomBytes(3).toString('hex')}`,
-      replicas: (stringValue(ctx, 'replicas') ?? 'auto') === 'auto' ? 'auto' : intValue(ctx, 'replicas', 1, { min: 1, max: 5 }),
-      leaseTtlMs: leaseTtl * 1000,
-      leaseRenewMs: Math.floor((leaseTtl * 1000) / 3),
-      health: {
-        unknownAfterMs: intValue(ctx, 'unknown-after', HUB_DEFAULTS.health.unknownAfterMs / 1000, { min: 1, max: 3600 }) * 1000,
-        offlineAfterMs: intValue(ctx, 'offline-after', HUB_DEFAULTS.health.offlineAfterMs / 1000, { min: 2, max: 86400 }) * 1000,
-      },
-      proxyLeaseSeconds: intValue(ctx, 'proxy-lease', HUB_DEFAULTS.proxyLeaseSeconds, { min: 1, max: 3600 }),
-      grantMarginMs: intValue(ctx, 'grant-margin', HUB_DEFAULTS.grantMarginMs / 1000, { min: 0, max: 600 }) * 1000,
-      listen: listen ? parseListen('listen', listen) : HUB_DEFAULTS.listen,
-    });
-    const problems = hubOptionProblems(options);
-    if (problems.length) throw new UsageError(problems.join('; '));
+    const options = usableOptions(
+      parseHubOptions({
+        ...HUB_DEFAULTS,
+        ...timing,
+        nats,
+        tokens: readBootstrapTokens(requiredString(ctx, 'token-file')),
+        signingSeed: seedFile(ctx, 'signing-key', 'CTRLMESH_SIGNING_KEY', 'SN'),
+        ...(agentIssuer(ctx, nats) ?? {}),
+        identity: stringValue(ctx, 'identity') ?? `${hostname()}-${randomBytes(3).toString('hex')}`,
+        replicas: (stringValue(ctx, 'replicas') ?? 'auto') === 'auto' ? 'auto' : intValue(ctx, 'replicas', 1, field.replicas.anyOf[0]),
+        listen: listen ? parseListen('listen', listen) : HUB_DEFAULTS.listen,
+      }),
+    );
     const hub = await startHub(options, { logger: ctx.logger });
     ctx.stdout.write(`hub ${hub.identity} serving ${hub.url}\n`);
     await untilAborted(ctx.signal);

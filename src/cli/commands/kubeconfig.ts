@@ -21,7 +21,7 @@ export const kubeconfigCommand: Command = {
     const table = await readRouteTableFile(requiredString(ctx, 'route-table'));
     const host = stringValue(ctx, 'proxy-host') ?? '127.0.0.1';
     if (!/^[A-Za-z0-9.:[\]-]+$/.test(host)) throw new UsageError(`--proxy-host "${host}" is not a host name or address`);
-    const port = intValue(ctx, 'port', 5443, { min: 1, max: 65535 });
+    const port = intValue(ctx, 'port', 5443, { minimum: 1, maximum: 65535 });
     const text = operatorKubeconfig(table, `http://${host}:${port}`);
     const out = stringValue(ctx, 'out');
     if (out === undefined) {

@@ -1,46 +1,55 @@
 import { natsConfigFromFlags, natsOptions, routeSignerKeys } from './nats-flags.js';
+import { formatDuration, type ListenAddress } from '../../api/index.js';
 import { UsageError } from '../../errors.js';
 import {
-  DEFAULT_MAX_BODY_BYTES,
   FileRouteSource,
   FileRuleSource,
   NatsRouteSource,
+  PROXY_DEFAULTS,
+  ProxyConfigSchema,
   TableStore,
   createKubeconfigWriter,
   loadCredentials,
+  parseProxyConfig,
   startProxy,
-  type ListenAddress,
   type ProxyConfig,
   type RouteSource,
 } from '../../proxy/index.js';
-import { PROXY_API_PORT, PROXY_OPS_PORT } from '../../transport/proxy-command.js';
-import { intValue, requiredString, stringList, stringValue, type Command, type CommandContext } from '../command.js';
+import { durationValue, intValue, requiredString, stringList, stringValue, usableOptions, type Command, type CommandContext } from '../command.js';
 import { parseListen } from './flags.js';
 
-function listenAddress(ctx: CommandContext, name: string, fallback: string): ListenAddress {
-  return parseListen(name, stringValue(ctx, name) ?? fallback);
+const hostPort = (address: ListenAddress): string => `${address.host}:${address.port}`;
+
+function listenAddress(ctx: CommandContext, name: string, fallback: ListenAddress): ListenAddress {
+  const value = stringValue(ctx, name);
+  return value === undefined ? fallback : parseListen(name, value);
 }
 
 function proxyConfig(ctx: CommandContext): ProxyConfig {
-  return Object.freeze({
-    api: listenAddress(ctx, 'listen', `127.0.0.1:${PROXY_API_PORT}`),
-    ops: listenAddress(ctx, 'ops-listen', `127.0.0.1:${PROXY_OPS_PORT}`),
-    ...(stringValue(ctx, 'egress-listen') === undefined ? {} : { egress: listenAddress(ctx, 'egress-listen', '') }),
-    upstream: {
-      headersTimeoutMs: intValue(ctx, 'upstream-timeout-ms', 30_000, { min: 100, max: 600_000 }),
-    },
-    breaker: {
-      errorThresholdPercentage: intValue(ctx, 'breaker-error-percent', 50, { min: 1, max: 100 }),
-      volumeThreshold: intValue(ctx, 'breaker-volume', 5, { min: 1, max: 10_000 }),
-      resetTimeoutMs: intValue(ctx, 'breaker-reset-ms', 5_000, { min: 100, max: 600_000 }),
-      rollingCountTimeoutMs: intValue(ctx, 'breaker-window-ms', 10_000, { min: 1_000, max: 600_000 }),
-    },
-    requests: {
-      maxBodyBytes: intValue(ctx, 'max-body-bytes', DEFAULT_MAX_BODY_BYTES, { min: 1024, max: 64 * 1024 * 1024 }),
-      allowImpersonation: ctx.values['allow-impersonation'] === true,
-    },
-    lease: { marginMs: intValue(ctx, 'lease-margin-ms', DEFAULT_LEASE_MARGIN_MS, { min: 0, max: 600_000 }) },
-  });
+  const field = ProxyConfigSchema.properties;
+  const breaker = field.breaker.properties;
+  const egress = stringValue(ctx, 'egress-listen');
+  return usableOptions(
+    parseProxyConfig({
+      api: listenAddress(ctx, 'listen', PROXY_DEFAULTS.api),
+      ops: listenAddress(ctx, 'ops-listen', PROXY_DEFAULTS.ops),
+      ...(egress === undefined ? {} : { egress: parseListen('egress-listen', egress) }),
+      upstream: {
+        headersTimeoutMs: durationValue(ctx, 'upstream-timeout', PROXY_DEFAULTS.upstream.headersTimeoutMs, field.upstream.properties.headersTimeoutMs),
+      },
+      breaker: {
+        errorThresholdPercentage: intValue(ctx, 'breaker-error-percent', PROXY_DEFAULTS.breaker.errorThresholdPercentage, breaker.errorThresholdPercentage),
+        volumeThreshold: intValue(ctx, 'breaker-volume', PROXY_DEFAULTS.breaker.volumeThreshold, breaker.volumeThreshold),
+        resetTimeoutMs: durationValue(ctx, 'breaker-reset', PROXY_DEFAULTS.breaker.resetTimeoutMs, breaker.resetTimeoutMs),
+        rollingCountTimeoutMs: durationValue(ctx, 'breaker-window', PROXY_DEFAULTS.breaker.rollingCountTimeoutMs, breaker.rollingCountTimeoutMs),
+      },
+      requests: {
+        maxBodyBytes: intValue(ctx, 'max-body-bytes', PROXY_DEFAULTS.requests.maxBodyBytes, field.requests.properties.maxBodyBytes),
+        allowImpersonation: ctx.values['allow-impersonation'] === true,
+      },
+      lease: { marginMs: durationValue(ctx, 'lease-margin', PROXY_DEFAULTS.lease.marginMs, field.lease.properties.marginMs) },
+    }),
+  );
 }
 
 /** The route source the flags name: a file (static tables) or the hub's NATS KV bucket (live, leased). */
@@ -68,9 +77,6 @@ function routeSigners(ctx: CommandContext): string[] {
   return keys;
 }
 
-/** Covers clock-rate differences between proxy and hub over one lease, with the hub's own --grant-margin. */
-const DEFAULT_LEASE_MARGIN_MS = 2_000;
-
 export const proxyCommand: Command = {
   name: 'proxy',
   summary: 'Run the sidecar proxy: route by cluster, enforce the shard, break circuits, limit, inject faults.',
@@ -92,19 +98,31 @@ export const proxyCommand: Command = {
     'pod-name': { type: 'string', valueName: 'NAME', description: 'with --nats: name in acknowledgements (default $POD_NAME)' },
     credentials: { type: 'string', valueName: 'FILE', description: 'kubeconfig with one context per cluster name' },
     store: { type: 'string', valueName: 'FILE', description: 'where the last applied table is kept (default .ctrlmesh/proxy-route-table.json)' },
-    listen: { type: 'string', valueName: 'HOST:PORT', description: `API listener for the operator (default 127.0.0.1:${PROXY_API_PORT})` },
-    'ops-listen': { type: 'string', valueName: 'HOST:PORT', description: `/healthz /readyz /metrics (default 127.0.0.1:${PROXY_OPS_PORT})` },
+    listen: { type: 'string', valueName: 'HOST:PORT', description: `API listener for the operator (default ${hostPort(PROXY_DEFAULTS.api)})` },
+    'ops-listen': { type: 'string', valueName: 'HOST:PORT', description: `/healthz /readyz /metrics (default ${hostPort(PROXY_DEFAULTS.ops)})` },
     'egress-listen': { type: 'string', valueName: 'HOST:PORT', description: 'HTTP proxy for external REST calls (off unless given)' },
     'write-kubeconfig': { type: 'string', valueName: 'FILE', description: "keep the operator's kubeconfig here (a context per cluster of the table)" },
     rules: { type: 'string', multiple: true, valueName: 'FILE', description: 'CircuitBreaker / FaultInjection manifests (repeatable; re-read on change)' },
-    'upstream-timeout-ms': { type: 'string', valueName: 'MS', description: 'longest wait for an API server response head (default 30000)' },
-    'breaker-error-percent': { type: 'string', valueName: 'P', description: 'failure percentage that opens a cluster breaker (default 50)' },
-    'breaker-volume': { type: 'string', valueName: 'N', description: 'requests in the window before it can open (default 5)' },
-    'breaker-reset-ms': { type: 'string', valueName: 'MS', description: 'open time before a half-open probe (default 5000)' },
-    'max-body-bytes': { type: 'string', valueName: 'N', description: 'largest body the proxy reads to judge a request (locks, Namespace creates; default 3145728)' },
+    'upstream-timeout': {
+      type: 'string',
+      valueName: 'DURATION',
+      description: `longest wait for an API server response head (default ${formatDuration(PROXY_DEFAULTS.upstream.headersTimeoutMs)})`,
+    },
+    'breaker-error-percent': { type: 'string', valueName: 'P', description: `failure percentage that opens a cluster breaker (default ${PROXY_DEFAULTS.breaker.errorThresholdPercentage})` },
+    'breaker-volume': { type: 'string', valueName: 'N', description: `requests in the window before it can open (default ${PROXY_DEFAULTS.breaker.volumeThreshold})` },
+    'breaker-reset': { type: 'string', valueName: 'DURATION', description: `open time before a half-open probe (default ${formatDuration(PROXY_DEFAULTS.breaker.resetTimeoutMs)})` },
+    'breaker-window': {
+      type: 'string',
+      valueName: 'DURATION',
+      description: `rolling window of the failure statistics (default ${formatDuration(PROXY_DEFAULTS.breaker.rollingCountTimeoutMs)})`,
+    },
+    'max-body-bytes': {
+      type: 'string',
+      valueName: 'N',
+      description: `largest body the proxy reads to judge a request (locks, Namespace creates; default ${PROXY_DEFAULTS.requests.maxBodyBytes})`,
+    },
     'allow-impersonation': { type: 'boolean', description: "pass the operator's Impersonate-* headers (acting with the proxy's identity's impersonate rights)" },
-    'lease-margin-ms': { type: 'string', valueName: 'MS', description: `with --nats: fence this long before the lease ends (default ${DEFAULT_LEASE_MARGIN_MS})` },
-    'breaker-window-ms': { type: 'string', valueName: 'MS', description: 'rolling window of the failure statistics (default 10000)' },
+    'lease-margin': { type: 'string', valueName: 'DURATION', description: `with --nats: fence this long before the lease ends (default ${formatDuration(PROXY_DEFAULTS.lease.marginMs)})` },
   },
   run: async (ctx) => {
     const config = proxyConfig(ctx);

@@ -1,5 +1,4 @@
-import type { CircuitBreakerSpec } from '../../api/index.js';
-import { durationMs } from './duration.js';
+import { durationMs, type CircuitBreakerSpec } from '../../api/index.js';
 import { globScore, globToRegExp, resourceScore, type Call } from './matchers.js';
 import { TokenBucket } from './token-bucket.js';
 

@@ -1,5 +1,4 @@
-import type { FaultInjectionSpec } from '../../api/index.js';
-import { durationMs } from './duration.js';
+import { durationMs, type FaultInjectionSpec } from '../../api/index.js';
 import { globToRegExp, resourceScore, type Call } from './matchers.js';
 
 type HttpFault = NonNullable<FaultInjectionSpec['httpFault']>[number];

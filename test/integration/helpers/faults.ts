@@ -389,11 +389,9 @@ export class ProxyProcess {
         store: join(o.dir, 'store', 'table.json'),
         listen: `127.0.0.1:${this.apiPort}`,
         opsListen: `127.0.0.1:${this.opsPort}`,
+        podName: `${o.shard.replace(/\W+/g, '-')}-pod`,
+        leaseMarginMs: o.leaseMarginMs ?? 500,
       }),
-      '--pod-name',
-      `${o.shard.replace(/\W+/g, '-')}-pod`,
-      '--lease-margin-ms',
-      String(o.leaseMarginMs ?? 500),
       '--log-level',
       o.logLevel ?? process.env.CTRLMESH_FAULTS_PROXY_LOG ?? 'info',
     ];

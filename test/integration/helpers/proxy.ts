@@ -9,7 +9,6 @@ import {
   DEFAULT_MAX_BODY_BYTES,
   FileRouteSource,
   TableStore,
-  createApiGuard,
   loadCredentials,
   operatorKubeconfig,
   startProxy,
@@ -119,7 +118,9 @@ export async function startTestProxy(options: {
     registry: createRegistry('proxy'),
     logger: silent,
     now,
-    ...(rules ? { guard: (metrics) => createApiGuard({ rules: () => rules, clock: { now, random: options.random ?? Math.random }, metrics }) } : {}),
+    ...(options.random ? { random: options.random } : {}),
+    // Fixed rules, given as a source that reports them once.
+    ...(rules ? { rules: { description: 'test rules', start: async (handlers) => handlers.onRules(rules), stop: async () => undefined } } : {}),
   });
   const kubeconfigPath = join(dir, 'operator-kubeconfig');
   const current = proxy.controller.current?.table;

@@ -1,12 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { KubeConfig } from '@kubernetes/client-node';
-import { AGENT_DEFAULTS, agentOptionProblems, type AgentOptions } from '../../../src/agent/index.js';
+import { AGENT_DEFAULTS, AgentOptionsSchema, agentOptionProblems, parseAgentOptions, type AgentOptions } from '../../../src/agent/index.js';
 
 const valid: AgentOptions = {
   ...AGENT_DEFAULTS,
   cluster: 'eu-west-1',
   clusterLabels: { region: 'eu-west' },
-  kc: new KubeConfig(),
   nats: { servers: ['tls://nats.example:4222'], tls: { caFile: '/ca.crt' } },
   token: 'a-token',
   hash: { algorithm: 'fnv' },
@@ -28,5 +26,30 @@ describe("the agent's options", () => {
     });
     expect(problems).toHaveLength(5);
     expect(problems.join('\n')).toMatch(/cluster "EU_West"[\s\S]*token[\s\S]*bad key![\s\S]*https:\/\/[\s\S]*repeat/);
+  });
+});
+
+describe('parseAgentOptions', () => {
+  it('returns usable options deeply frozen', () => {
+    const result = parseAgentOptions({ ...valid, webhook: { host: '127.0.0.1', port: 0, target: { service: { namespace: 'ns', name: 'agent', port: 443 } } } });
+    if (!result.ok) throw new Error(result.problems.join('; '));
+    const { options } = result;
+    expect(Object.isFrozen(options)).toBe(true);
+    expect(Object.isFrozen(options.nats.servers)).toBe(true);
+    expect(Object.isFrozen(options.webhook?.target)).toBe(true);
+    expect(Object.isFrozen(valid.nats)).toBe(false);
+  });
+
+  it('reports the shape first, with field paths, and the rules between fields after', () => {
+    const shape = parseAgentOptions({ ...valid, heartbeatMs: 10, listen: { host: '', port: 70_000 }, extra: 1 });
+    expect(shape.ok).toBe(false);
+    expect(shape.ok ? [] : shape.problems).toEqual([
+      `extra: unknown field; allowed here: ${Object.keys(AgentOptionsSchema.properties).join(', ')}`,
+      'heartbeatMs: must be at least 100 and at most 600000, not number 10',
+      'listen.host: must not be empty',
+      'listen.port: must be at least 0 and at most 65535, not number 70000',
+    ]);
+    const rules = parseAgentOptions({ ...valid, sidecar: { image: 'cm:1', routeSigners: [`N${'A'.repeat(55)}`], secretName: 'ctrlmesh-proxy' } });
+    expect(rules.ok ? [] : rules.problems).toEqual(['proxy-image needs the webhook (webhook-listen): the injected proxy comes with it']);
   });
 });

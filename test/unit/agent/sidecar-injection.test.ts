@@ -263,4 +263,24 @@ describe('the injected proxy of an agent', () => {
     const volume = p.spec?.volumes?.find((v) => v.name === CREDENTIALS_VOLUME) as { secret?: { items?: { key: string }[] } } | undefined;
     expect(volume?.secret?.items?.map((i) => i.key)).toEqual(['kubeconfig', 'eu-west-1.demo.creds']);
   });
+
+  it("runs the child of an auto-sharding root that the pod's StatefulSet ordinal runs, and refuses any other pod", async () => {
+    const root = {
+      ...config,
+      metadata: { name: 'demo-root', namespace: ns },
+      spec: {
+        root: { prefix: 'demo', targetStatefulSet: 'demo', auto: { shardingSize: 2, everyShardReplicas: 1 }, resourceSelector: [{ apiGroups: [''], resources: ['configmaps'] }] },
+        selector: { matchLabels: { app: 'demo' } },
+      },
+    };
+    const injector = { kc: kcListing([root]), proxy: proxy(false), logger: pino({ level: 'silent' }) };
+    const ordinal1 = pod([{ name: 'manager' }]);
+    ordinal1.metadata = { ...ordinal1.metadata, name: 'demo-1' };
+    const response = await admitPod({ uid: 'u1', namespace: ns, object: ordinal1 }, injector);
+    const patched = applyPatch(ordinal1, JSON.parse(Buffer.from(response.patch ?? '', 'base64').toString()) as JsonPatchOperation[]);
+    expect(patched.spec?.initContainers?.[0]?.args).toContain('--shard=eu-west-1/demo-2-normal');
+    const stray = await admitPod({ uid: 'u2', namespace: ns, object: { ...ordinal1, metadata: { ...ordinal1.metadata, name: 'stray' } } }, injector);
+    expect(stray.allowed).toBe(false);
+    expect(stray.status?.message).toContain('is selected by the auto-sharding root demo-root');
+  });
 });

@@ -172,3 +172,41 @@ describe('ctrlmesh proxy and hub: the control-plane trust flags', () => {
     expect(r.stderr).toContain('--signing-key is required (or CTRLMESH_SIGNING_KEY)');
   });
 });
+
+describe('duration flags', () => {
+  const usage = async (...argv: string[]): Promise<string> => {
+    const r = await ctrlmesh(...argv);
+    expect(r.code).toBe(2);
+    return r.stderr;
+  };
+
+  it('refuse a bare number with one line naming the flag and an example', async () => {
+    expect(await usage('hub', '--lease-ttl', '6')).toBe('ctrlmesh: --lease-ttl must be a duration such as 6s or 500ms, not "6"\n');
+    expect(await usage('proxy', '--upstream-timeout', '5000')).toBe('ctrlmesh: --upstream-timeout must be a duration such as 30s or 500ms, not "5000"\n');
+    expect(await usage('demo', '--refresh', '500')).toContain('--refresh must be a duration such as 1s or 500ms, not "500"');
+  });
+
+  it('check the range, in the units of the flag', async () => {
+    expect(await usage('hub', '--lease-ttl', '1s')).toBe('ctrlmesh: --lease-ttl must be a duration from 2s to 10m, not "1s"\n');
+    expect(await usage('proxy', '--breaker-window', '1h')).toBe('ctrlmesh: --breaker-window must be a duration from 1s to 10m, not "1h"\n');
+    expect(await usage('hub', '--proxy-lease', '1500ms')).toBe('ctrlmesh: --proxy-lease must be a whole number of seconds, such as 15s, not "1500ms"\n');
+  });
+
+  it('are gone under their old names', async () => {
+    for (const flag of ['--upstream-timeout-ms', '--breaker-reset-ms', '--breaker-window-ms', '--lease-margin-ms']) {
+      expect(await usage('proxy', flag, '100')).toContain(`Unknown option '${flag}'`);
+    }
+    expect(await usage('demo', '--refresh-ms', '100')).toContain("Unknown option '--refresh-ms'");
+  });
+
+  it('reach the options checks, whose problems are one usage line too', async () => {
+    const tokens = join(dir, 'hub-tokens-durations');
+    writeFileSync(tokens, 'cluster-a secret\n');
+    const seed = join(dir, 'signing.nk');
+    writeFileSync(seed, `SN${'A'.repeat(56)}\n`);
+    const r = await ctrlmesh('hub', '--nats', 'nats://127.0.0.1:4222', '--token-file', tokens, '--signing-key', seed, '--unknown-after', '1m', '--offline-after', '30s');
+    expect(r).toEqual({ code: 2, stdout: '', stderr: 'ctrlmesh: offline-after must be longer than unknown-after\n' });
+    const p = await ctrlmesh('proxy', '--route-table', 'table.json', '--credentials', 'kubeconfig', '--listen', '127.0.0.1:7000', '--ops-listen', '127.0.0.1:7000');
+    expect(p).toEqual({ code: 2, stdout: '', stderr: 'ctrlmesh: ops-listen and listen must not both be 127.0.0.1:7000\n' });
+  });
+});

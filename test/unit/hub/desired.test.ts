@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { desiredPlan } from '../../../src/hub/desired.js';
-import { parseUnitKey } from '../../../src/hub/handover.js';
+import { parseUnitKey } from '../../../src/sharding/index.js';
 import { MESSAGE_SCHEMA_VERSION, type ClusterReport, type ReportedObject } from '../../../src/transport/index.js';
 
 const hash = {

@@ -7,7 +7,7 @@ import { MESSAGE_SCHEMA_VERSION, routeSigner } from '../../../src/transport/inde
 export function fleetWithClusterA(logger: Logger): { fleet: Fleet; signer: ReturnType<typeof routeSigner> } {
   const signer = routeSigner(new TextDecoder().decode(createNkey().getSeed()));
   const fleet = new Fleet(logger, [signer.publicKey]);
-  fleet.clusters.set('a', {
+  fleet.recordRegistration({
     schema: MESSAGE_SCHEMA_VERSION,
     cluster: { name: 'a', labels: {}, server: 'https://a:6443', caPem: 'CA' },
     registeredAt: '2026-01-01T00:00:00Z',

@@ -52,8 +52,11 @@ describe('Fleet: state that must not wedge the hub', () => {
   it('forgets the revisions of a bucket created again, keeping what it knew', async () => {
     const fleet = new Fleet(logger, [signer.publicKey]);
     fleet.recordRoute(table(7), 12);
-    fleet.handovers.set('ns/op', { record: { schema: 1, operator: 'ns/op', effective: {}, pending: [], history: [] }, revision: 4 });
-    fleet.corruptHandovers.set('ns/x', { key: Keys.handover('ns/x'), revision: 9, value: new Uint8Array() });
+    fleet.recordHandover({ schema: 1, operator: 'ns/op', effective: {}, pending: [], history: [] }, 4);
+    const state = new FakeKv();
+    void state.put(Keys.handover('ns/x'), 'not json');
+    fleet.applyStateEntry(state.entry(Keys.handover('ns/x')));
+    expect(fleet.corruptHandovers.size).toBe(1);
     fleet.forgetRevisions(Buckets.routes);
     expect(fleet.routes.get('ns/op')?.get('a/s1')).toMatchObject({ revision: 0, table: { version: 7 } });
     expect(fleet.handovers.get('ns/op')?.revision).toBe(4);

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { handoverStep, parseUnitKey, unitKey, type HandoverState, type Ownership } from '../../../src/hub/handover.js';
+import { handoverStep, type HandoverState } from '../../../src/hub/handover.js';
+import { parseUnitKey, unitKey, type Ownership } from '../../../src/sharding/index.js';
 import { LEASE_ONLY_VERSION, SEVERAL_SHARDS, handoverStateFromTables } from '../../../src/hub/handover-recovery.js';
 import type { RouteTable } from '../../../src/transport/index.js';
 import { clusterFixture, routeTableFixture } from '../proxy/route-table-fixture.js';

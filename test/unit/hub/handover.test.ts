@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { EMPTY_HANDOVER_STATE, handoverStep, unitKey, type HandoverState, type Ownership } from '../../../src/hub/handover.js';
+import { EMPTY_HANDOVER_STATE, handoverStep, type HandoverState } from '../../../src/hub/handover.js';
+import { unitKey, type Ownership } from '../../../src/sharding/index.js';
 import { nextTableVersion } from '../../../src/hub/table-version.js';
 
 const LEASE = 10_000;

@@ -1,6 +1,7 @@
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
-import { unitKey } from '../../../src/hub/handover.js';
+import { unitKey } from '../../../src/sharding/index.js';
+import { Fleet } from '../../../src/hub/fleet.js';
 import type { FleetPlan } from '../../../src/hub/plan.js';
 import { BUCKET_CHECK_MS, reconcile, type ReconcileContext } from '../../../src/hub/reconciler.js';
 import { createHubMetrics, createRegistry } from '../../../src/metrics/index.js';
@@ -121,7 +122,7 @@ describe('reconcile: bad state never wedges', () => {
   });
 
   it('judges acknowledgements against the published version: one above it grants nothing', async () => {
-    const { ctx, fleet } = setup();
+    const { ctx, fleet, routes, state } = setup();
     let now = 1_000_000;
     await reconcile(ctx, plan([0, 1], [2]), now);
     now += 1_000;
@@ -131,12 +132,15 @@ describe('reconcile: bad state never wedges', () => {
     expect(fleet.routes.get(OPERATOR)?.get('a/s1')?.table.version).toBe(revoking?.revokeVersion);
     // A forged or stale ack from the future is refused at the door...
     expect(fleet.recordAck(OPERATOR, 'a/s1', now + 1)).toBe(false);
-    // ... and one stored earlier (read back before the tables) is ignored when used.
-    fleet.acks.set(OPERATOR, new Map([['a/s1', now + 1]]));
-    await reconcile(ctx, plan([0], [1, 2]), now + 10);
-    expect(fleet.handovers.get(OPERATOR)?.record.pending).toHaveLength(1);
+    // ... and one stored earlier, read back before the tables (by a hub started now), is ignored when used.
+    const restarted = new Fleet(logger, [ctx.signer.publicKey]);
+    for (const record of fleet.clusters.values()) restarted.recordRegistration(record);
+    expect(restarted.recordAck(OPERATOR, 'a/s1', now + 1)).toBe(true);
+    for (const key of routes.values.keys()) restarted.applyRouteEntry(routes.entry(key));
+    for (const key of state.values.keys()) restarted.applyStateEntry(state.entry(key));
+    await reconcile({ ...ctx, fleet: restarted }, plan([0], [1, 2]), now + 10);
+    expect(restarted.handovers.get(OPERATOR)?.record.pending).toHaveLength(1);
     // The genuine ack of the revoking table grants.
-    fleet.acks.clear();
     expect(fleet.recordAck(OPERATOR, 'a/s1', now)).toBe(true);
     await reconcile(ctx, plan([0], [1, 2]), now + 20);
     expect(fleet.handovers.get(OPERATOR)?.record.history.at(-1)).toMatchObject({ unit: u(1), grantedBy: 'ack' });

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
-import { unitKey } from '../../../src/hub/handover.js';
+import { unitKey } from '../../../src/sharding/index.js';
 import type { FleetPlan, OperatorPlan } from '../../../src/hub/plan.js';
 import { reconcile, type ReconcileContext } from '../../../src/hub/reconciler.js';
 import { createHubMetrics, createRegistry } from '../../../src/metrics/index.js';

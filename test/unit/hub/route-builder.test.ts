@@ -1,7 +1,7 @@
 import { createServer as createNkey } from '@nats-io/nkeys';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { unitKey } from '../../../src/hub/handover.js';
+import { unitKey } from '../../../src/sharding/index.js';
 import type { OperatorPlan, ShardPlan } from '../../../src/hub/plan.js';
 import { buildRouteTable, sameRoutes, type BuildRouteTableOptions } from '../../../src/hub/route-builder.js';
 import { ROUTE_TABLE_SCHEMA_VERSION, RouteTableKind, openRouteTable, routeSigner, type ClusterIdentity } from '../../../src/transport/index.js';

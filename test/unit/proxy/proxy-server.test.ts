@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { FileRouteSource, TableStore, startProxy, type RunningProxy } from '../../../src/proxy/index.js';
+import { FileRouteSource, TableStore, parseProxyConfig, startProxy, type RunningProxy } from '../../../src/proxy/index.js';
 import { emptyRules, type RuleSet, type RuleSource, type RuleSourceHandlers } from '../../../src/proxy/rules/index.js';
 import { loadRules } from '../../../src/proxy/rule-files/rules-file.js';
 import { routeTableFixture } from './route-table-fixture.js';
@@ -74,16 +74,19 @@ describe('startProxy', () => {
   });
 
   async function start(rules: RuleSource | undefined, egress: boolean): Promise<RunningProxy> {
+    // Through the CLI's check: the proxy runs on the deeply frozen configuration it produces.
+    const config = parseProxyConfig({
+      api: { host: '127.0.0.1', port: 0 },
+      ops: { host: '127.0.0.1', port: 0 },
+      ...(egress ? { egress: { host: '127.0.0.1', port: 0 } } : {}),
+      upstream: { headersTimeoutMs: 2_000 },
+      breaker: { errorThresholdPercentage: 50, volumeThreshold: 1_000, resetTimeoutMs: 60_000, rollingCountTimeoutMs: 60_000 },
+      requests: { maxBodyBytes: 4_096, allowImpersonation: false },
+      lease: { marginMs: 0 },
+    });
+    if (!config.ok) throw new Error(config.problems.join('; '));
     proxy = await startProxy({
-      config: {
-        api: { host: '127.0.0.1', port: 0 },
-        ops: { host: '127.0.0.1', port: 0 },
-        ...(egress ? { egress: { host: '127.0.0.1', port: 0 } } : {}),
-        upstream: { headersTimeoutMs: 2_000 },
-        breaker: { errorThresholdPercentage: 50, volumeThreshold: 1_000, resetTimeoutMs: 60_000, rollingCountTimeoutMs: 60_000 },
-        requests: { maxBodyBytes: 4_096, allowImpersonation: false },
-        lease: { marginMs: 0 },
-      },
+      config: config.options,
       source: new FileRouteSource({ path: join(dir, 'table.json'), logger, pollIntervalMs: 50 }),
       store: new TableStore(join(dir, 'store.json')),
       credentials: new Map(),

@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest';
 import { CircuitRules } from '../../../src/proxy/rules/circuit-rules.js';
-import { durationMs } from '../../../src/proxy/rules/duration.js';
 import { FaultRules, inEffectiveTime } from '../../../src/proxy/rules/fault-rules.js';
 import type { ResourceCall, RestCall } from '../../../src/proxy/rules/matchers.js';
 import { TokenBucket } from '../../../src/proxy/rules/token-bucket.js';
@@ -8,13 +7,7 @@ import { TokenBucket } from '../../../src/proxy/rules/token-bucket.js';
 const podDelete: ResourceCall = { kind: 'resource', verb: 'delete', group: '', resource: 'pods', namespace: 'ns-a' };
 const post = (url: string): RestCall => ({ kind: 'rest', method: 'POST', host: new URL(url).hostname, path: new URL(url).pathname, url });
 
-describe('durations and token buckets', () => {
-  it('parses Go durations', () => {
-    expect(durationMs('200ms')).toBe(200);
-    expect(durationMs('1m')).toBe(60_000);
-    expect(durationMs('1h30m')).toBe(5_400_000);
-  });
-
+describe('token buckets', () => {
   it('starts full, refills at limit per interval, caps at burst', () => {
     const bucket = new TokenBucket({ burst: 2, limit: 1, intervalMs: 1000, now: 0 });
     expect([bucket.take(0), bucket.take(0), bucket.take(0)]).toEqual([true, true, false]);

@@ -1,0 +1,143 @@
+import type { Msg } from '@nats-io/transport-node';
+import type { Logger } from 'pino';
+import type { HubMetrics } from '../metrics/index.js';
+import { mintUserJwt } from '../transport/auth/index.js';
+import {
+  Keys,
+  Messages,
+  Subjects,
+  encodeMessage,
+  respondMessage,
+  serveRenewals,
+  subscribeMessages,
+  type Ack,
+  type ClusterReport,
+  type KeptBuckets,
+  type NatsLink,
+  type RegisterRequest,
+  type RouteSigner,
+} from '../transport/index.js';
+import type { Fleet } from './fleet.js';
+import type { HubOptions } from './options.js';
+import { decideRegistration, type RegistrationChannel } from './registration.js';
+
+export interface LeaderDutiesOptions extends Pick<HubOptions, 'tokens' | 'agentIssuer'> {
+  link: NatsLink;
+  buckets: Pick<KeptBuckets, 'clusters' | 'state'>;
+  fleet: Fleet;
+  signer: RouteSigner;
+  metrics: Pick<HubMetrics, 'registrations'>;
+  logger: Logger;
+  now: () => number;
+  isLeader: () => boolean;
+  /** Called when a stored report may change the plan. */
+  changed: () => void;
+}
+
+export interface LeaderDuties {
+  /** Starts serving: registrations, reports and lease renewals. */
+  begin(): void;
+  /** Stops serving (leadership lost, or the hub stops). */
+  end(): void;
+  /**
+   * Stores an acknowledgement while leader, so that hubs started later (all restarted, or a new leader) complete
+   * handovers on it too, rather than waiting for the proxies' lease to run out.
+   */
+  storeAck(ack: Ack): void;
+}
+
+/**
+ * What only the leader serves: one writer for the registry, the reports and the acknowledgements in KV, and one
+ * signer of lease renewals, judged against the tables it published.
+ */
+export function createLeaderDuties(options: LeaderDutiesOptions): LeaderDuties {
+  const { tokens, agentIssuer: issuer, link, buckets, fleet, signer, metrics, logger, now, isLeader, changed } = options;
+  let subscriptions: { unsubscribe(): void }[] = [];
+
+  const register = async (request: RegisterRequest, channel: RegistrationChannel, msg: Msg): Promise<void> => {
+    const name = request.cluster.name;
+    const decision = decideRegistration({ request, channel, tokens, existing: fleet.clusters.get(name), now: new Date(now()) });
+    if (decision.write === 'put') {
+      await buckets.clusters.put(Keys.cluster(name), encodeMessage(Messages.clusterRecord, decision.record));
+      fleet.recordRegistration(decision.record);
+      logger.info({ cluster: name, server: request.cluster.server, channel }, 'cluster registered');
+    } else if (!decision.reply.ok) {
+      logger.warn({ cluster: name, channel, reason: decision.reply.error }, 'registration refused');
+    }
+    metrics.registrations.inc({ result: !decision.reply.ok ? 'refused' : decision.write === 'put' ? 'accepted' : 'unchanged' });
+    const jwt =
+      decision.reply.ok && issuer && request.publicKey
+        ? await mintUserJwt({ issuerSeed: issuer.seed, account: issuer.account, identity: { role: 'agent', cluster: name }, publicKey: request.publicKey })
+        : undefined;
+    respondMessage(msg, Messages.registerReply, { ...decision.reply, ...(jwt ? { jwt } : {}) });
+  };
+
+  const storeReport = async (report: ClusterReport, subject: string): Promise<void> => {
+    if (subject !== Subjects.report(report.cluster)) {
+      logger.warn({ subject, cluster: report.cluster }, 'dropped a report whose cluster does not match its subject');
+      return;
+    }
+    if (!fleet.clusters.has(report.cluster)) {
+      logger.warn({ cluster: report.cluster }, 'dropped a report from an unregistered cluster');
+      return;
+    }
+    const known = fleet.reports.get(report.cluster);
+    if (known && sameReport(known, report)) return;
+    await buckets.state.put(Keys.report(report.cluster), encodeMessage(Messages.clusterReport, report));
+    fleet.recordReport(report);
+    changed();
+  };
+
+  return {
+    begin: () => {
+      subscriptions.push(
+        serveRenewals({
+          link,
+          signer,
+          logger,
+          published: (operator, shard) => fleet.routes.get(operator)?.get(shard)?.table.version ?? 0,
+        }),
+        subscribeMessages({
+          link,
+          subject: Subjects.register,
+          kind: Messages.registerRequest,
+          logger,
+          handler: (request, msg) => register(request, 'bootstrap', msg),
+        }),
+        subscribeMessages({
+          link,
+          subject: Subjects.registerAll,
+          kind: Messages.registerRequest,
+          logger,
+          handler: (request, msg) => {
+            // Only the agent of a cluster may publish on its subject (its permissions): the subject is the proof.
+            if (msg.subject === Subjects.registerAs(request.cluster.name)) return register(request, 'identity', msg);
+            logger.warn({ subject: msg.subject, cluster: request.cluster.name }, 'dropped a registration whose cluster does not match its subject');
+          },
+        }),
+        subscribeMessages({
+          link,
+          subject: Subjects.reportAll,
+          kind: Messages.clusterReport,
+          logger,
+          handler: (report, msg) => storeReport(report, msg.subject),
+        }),
+      );
+    },
+    end: () => {
+      for (const s of subscriptions) s.unsubscribe();
+      subscriptions = [];
+    },
+    storeAck: (ack) => {
+      if (!isLeader()) return;
+      buckets.state
+        .put(Keys.ack(ack.operator, ack.shard), encodeMessage(Messages.ack, ack))
+        .catch((err: unknown) => logger.warn({ err, operator: ack.operator, shard: ack.shard }, 'could not store an acknowledgement'));
+    },
+  };
+}
+
+/** Whether two reports say the same thing (send time aside): an unchanged report is not stored again. */
+function sameReport(a: ClusterReport, b: ClusterReport): boolean {
+  return JSON.stringify({ ...a, sentAt: '' }) === JSON.stringify({ ...b, sentAt: '' });
+}

@@ -1,0 +1,113 @@
+import type { Logger } from 'pino';
+import type { HubMetrics } from '../metrics/index.js';
+import { DebouncedRunner } from '../runtime/index.js';
+import type { Ownership } from '../sharding/index.js';
+import type { KeptBuckets, RouteSigner } from '../transport/index.js';
+import { desiredPlan } from './desired.js';
+import type { Fleet } from './fleet.js';
+import type { ClusterHealth } from './health.js';
+import type { HubOptions } from './options.js';
+import { reconcile } from './reconciler.js';
+
+export interface PlanningLoopOptions extends Pick<HubOptions, 'debounceMs' | 'proxyLeaseSeconds' | 'grantMarginMs' | 'handoverHistory'> {
+  fleet: Fleet;
+  buckets: KeptBuckets;
+  signer: RouteSigner;
+  metrics: HubMetrics;
+  logger: Logger;
+  now: () => number;
+  isLeader: () => boolean;
+  /** Whether the fleet has read every bucket: a plan from part of it would take away what the rest grants. */
+  loaded: () => boolean;
+  health: () => ReadonlyMap<string, ClusterHealth>;
+}
+
+export interface PlanningLoop {
+  /** Plans soon, if leader; changes that arrive together are planned once. */
+  schedule(): void;
+  /** Leadership gained: lease expiry is counted from now on, and a pass is due. */
+  becameLeader(): void;
+  /** Drops the timer set for the next handover deadline. */
+  cancelDeadline(): void;
+  /** Cancels what is scheduled and waits for the pass under way, if any. */
+  stop(): Promise<void>;
+}
+
+/**
+ * The leader's passes, one at a time: the desired plan from the fleet's reports (desired.ts), then the route
+ * tables and handovers moved toward it (reconciler.ts). A pass runs after changes, and again at the deadline of
+ * the next handover that waits for a lease to expire.
+ */
+export function createPlanningLoop(options: PlanningLoopOptions): PlanningLoop {
+  const { fleet, buckets, signer, metrics, logger, now, isLeader } = options;
+  let deadline: NodeJS.Timeout | undefined;
+  /** When this instance last became leader (its clock). */
+  let leaderSince = 0;
+
+  const schedule = (): void => {
+    if (isLeader()) runner.schedule();
+  };
+
+  const pass = async (): Promise<void> => {
+    if (!isLeader() || !options.loaded()) return;
+    const started = performance.now();
+    try {
+      const plan = desiredPlan({
+        clusters: new Map([...fleet.clusters].map(([name, r]) => [name, { labels: r.cluster.labels }])),
+        reports: fleet.reports,
+        health: options.health(),
+        previous: intendedOwnership(fleet),
+      });
+      const result = await reconcile(
+        {
+          fleet,
+          routes: buckets.routes,
+          signer,
+          state: buckets.state,
+          leaseSeconds: options.proxyLeaseSeconds,
+          grantMarginMs: options.grantMarginMs,
+          leaderSince,
+          clock: now,
+          historyLimit: options.handoverHistory,
+          logger,
+          metrics,
+          buckets,
+        },
+        plan,
+        now(),
+      );
+      if (result.published.length) {
+        logger.info({ tables: result.published.map((t) => `${t.operator}/${t.shard}@${t.version}`) }, 'published route tables');
+      }
+      clearTimeout(deadline);
+      if (result.nextDeadline !== undefined) deadline = setTimeout(schedule, Math.max(0, result.nextDeadline - now()) + 10);
+    } catch (err) {
+      logger.error({ err }, 'planning failed; retrying on the next change');
+    } finally {
+      metrics.reconcileSeconds.observe((performance.now() - started) / 1000);
+    }
+  };
+
+  const runner = new DebouncedRunner({ delayMs: options.debounceMs, task: pass });
+
+  return {
+    schedule,
+    becameLeader: () => {
+      leaderSince = now();
+      schedule();
+    },
+    cancelDeadline: () => clearTimeout(deadline),
+    stop: () => runner.stop(),
+  };
+}
+
+/** What each operator's shards were last meant to own: granted units plus those in flight to them. */
+function intendedOwnership(fleet: Fleet): Map<string, Ownership> {
+  const out = new Map<string, Ownership>();
+  for (const [operator, { record }] of fleet.handovers) {
+    const shards: Ownership = Object.fromEntries(Object.entries(record.effective).map(([s, u]) => [s, [...u]]));
+    for (const p of record.pending) if (p.to !== null) (shards[p.to] ??= []).push(p.unit);
+    out.set(operator, shards);
+  }
+  return out;
+}

@@ -1,0 +1,84 @@
+import { Type, type Static } from '@sinclair/typebox';
+import { checkOptions, ListenAddressSchema, Millis, type ListenAddress, type OptionsResult } from '../api/index.js';
+import { PROXY_API_PORT, PROXY_OPS_PORT } from '../transport/proxy-command.js';
+import { DEFAULT_MAX_BODY_BYTES } from './request/parse/index.js';
+
+const strict = { additionalProperties: false } as const;
+
+/**
+ * The proxy's configuration (what `ctrlmesh proxy` takes as flags), the one definition of its shape and ranges;
+ * `parseProxyConfig` checks and freezes it. The route source, the store, credentials and rules are not data: they
+ * are the proxy's other dependencies (src/proxy/proxy-server.ts).
+ */
+export const ProxyConfigSchema = Type.Object(
+  {
+    /** Where the operator's kubeconfig points (API traffic; `--listen`). */
+    api: ListenAddressSchema,
+    /** /healthz, /readyz, /metrics: a port of their own so the API server's own paths pass through untouched (`--ops-listen`). */
+    ops: ListenAddressSchema,
+    /** The HTTP proxy for the operator's external REST calls (HTTP_PROXY/HTTPS_PROXY), judged by the rules; off when absent. */
+    egress: Type.Optional(ListenAddressSchema),
+    upstream: Type.Object(
+      {
+        /** Longest wait for an API server's response head; a longer wait counts against the cluster's breaker (`--upstream-timeout`). */
+        headersTimeoutMs: Millis(100, 600_000),
+      },
+      strict,
+    ),
+    /** The per-cluster breaker (src/proxy/upstream/cluster-breaker.ts). */
+    breaker: Type.Object(
+      {
+        /** Failure percentage within the rolling window that opens the breaker (`--breaker-error-percent`). */
+        errorThresholdPercentage: Type.Integer({ minimum: 1, maximum: 100 }),
+        /** Requests within the window before the percentage counts (`--breaker-volume`). */
+        volumeThreshold: Type.Integer({ minimum: 1, maximum: 10_000 }),
+        /** Time open before one half-open probe is let through (`--breaker-reset`). */
+        resetTimeoutMs: Millis(100, 600_000),
+        /** The rolling window of the failure statistics (`--breaker-window`). */
+        rollingCountTimeoutMs: Millis(1_000, 600_000),
+      },
+      strict,
+    ),
+    /** Body limit for what the proxy reads (`--max-body-bytes`), and whether `Impersonate-*` headers pass (`--allow-impersonation`). */
+    requests: Type.Object({ maxBodyBytes: Type.Integer({ minimum: 1024, maximum: 64 * 1024 * 1024 }), allowImpersonation: Type.Boolean() }, strict),
+    /** The proxy fences itself `marginMs` before its lease ends (the hub waits its own margin past it; `--lease-margin`). */
+    lease: Type.Object({ marginMs: Millis(0, 600_000) }, strict),
+  },
+  strict,
+);
+
+export type ProxyConfig = Static<typeof ProxyConfigSchema>;
+
+export const PROXY_DEFAULTS = {
+  api: { host: '127.0.0.1', port: PROXY_API_PORT },
+  ops: { host: '127.0.0.1', port: PROXY_OPS_PORT },
+  upstream: { headersTimeoutMs: 30_000 },
+  breaker: { errorThresholdPercentage: 50, volumeThreshold: 5, resetTimeoutMs: 5_000, rollingCountTimeoutMs: 10_000 },
+  requests: { maxBodyBytes: DEFAULT_MAX_BODY_BYTES, allowImpersonation: false },
+  /** Covers clock-rate differences between proxy and hub over one lease, with the hub's own grant margin. */
+  lease: { marginMs: 2_000 },
+} as const satisfies ProxyConfig;
+
+/** Listeners that would collide: two of api, ops and egress on one fixed port of one host. */
+export function proxyConfigProblems(config: ProxyConfig): string[] {
+  const listeners: [string, ListenAddress | undefined][] = [
+    ['listen', config.api],
+    ['ops-listen', config.ops],
+    ['egress-listen', config.egress],
+  ];
+  const seen = new Map<string, string>();
+  const problems: string[] = [];
+  for (const [name, address] of listeners) {
+    if (!address || address.port === 0) continue;
+    const key = `${address.host}:${address.port}`;
+    const other = seen.get(key);
+    if (other) problems.push(`${name} and ${other} must not both be ${key}`);
+    else seen.set(key, name);
+  }
+  return problems;
+}
+
+/** The proxy's configuration checked once (schema, then proxyConfigProblems) and deeply frozen, or every problem found. */
+export function parseProxyConfig(input: unknown): OptionsResult<ProxyConfig> {
+  return checkOptions(ProxyConfigSchema, input, proxyConfigProblems);
+}

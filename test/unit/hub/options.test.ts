@@ -1,0 +1,41 @@
+import { describe, expect, it } from 'vitest';
+import { HUB_DEFAULTS, parseHubOptions, type HubOptions } from '../../../src/hub/index.js';
+
+const valid: HubOptions = {
+  ...HUB_DEFAULTS,
+  nats: { servers: ['tls://nats.example:4222'], tls: { caFile: '/ca.crt' }, credentials: { kind: 'creds', file: '/hub.creds' } },
+  tokens: [{ cluster: 'eu-west-1', token: 'a-token' }],
+  signingSeed: `SN${'A'.repeat(56)}`,
+  identity: 'hub-0',
+};
+
+describe("the hub's options", () => {
+  it('come back deeply frozen, as a copy', () => {
+    const result = parseHubOptions(valid);
+    if (!result.ok) throw new Error(result.problems.join('; '));
+    expect(result.options).toEqual(valid);
+    expect(Object.isFrozen(result.options.health)).toBe(true);
+    expect(Object.isFrozen(result.options.tokens[0])).toBe(true);
+    expect(Object.isFrozen(result.options.nats.credentials)).toBe(true);
+    expect(Object.isFrozen(valid.tokens)).toBe(false);
+  });
+
+  it('are checked against the schema, every field at fault named', () => {
+    const result = parseHubOptions({ ...valid, signingSeed: `SA${'A'.repeat(56)}`, replicas: 7, leaseTtlMs: 1_000, health: { unknownAfterMs: 15_000 } });
+    expect(result.ok ? [] : result.problems).toEqual([
+      expect.stringMatching(/^signingSeed: must match/),
+      expect.stringMatching(/^replicas: must be one of/),
+      'leaseTtlMs: must be at least 2000 and at most 600000, not number 1000',
+      'health.offlineAfterMs: is required',
+    ]);
+  });
+
+  it('then by the rules between fields', () => {
+    const result = parseHubOptions({ ...valid, tokens: [], leaseRenewMs: 4_000, health: { unknownAfterMs: 15_000, offlineAfterMs: 15_000 } });
+    expect(result.ok ? [] : result.problems).toEqual([
+      'no bootstrap token: the token file must hold at least one "CLUSTER TOKEN" line',
+      'the lease renew period must be at most half the lease TTL',
+      'offline-after must be longer than unknown-after',
+    ]);
+  });
+});
