@@ -2,7 +2,7 @@ import Fastify from 'fastify';
 import { CustomObjectsApi, setHeaderOptions, PatchStrategy, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
-import { API_GROUP, type ShardingConfigModel, type ShardingConfigStatus } from '../api/index.js';
+import { API_GROUP, API_VERSION, validateManifest, type ShardingConfigModel, type ShardingConfigStatus } from '../api/index.js';
 import { clusterEndpoint, isApiStatus } from '../kube/index.js';
 import { createAgentMetrics, createRegistry, registerOpsRoutes, type AgentMetrics } from '../metrics/index.js';
 import { createHashSettings, type HashSettings } from '../sharding/index.js';
@@ -12,6 +12,8 @@ import {
   Subjects,
   publishMessage,
   watchRouteTables,
+  watchStoredAcks,
+  type Ack,
   type ClusterReport,
   type NatsLink,
   type RouteTable,
@@ -24,6 +26,7 @@ import { Labeller, labelWork } from './labeller.js';
 import { connectAndRegister, type RegisteredLink } from './register.js';
 import { relatedResources } from './related.js';
 import { buildReport } from './report.js';
+import { ruleStatus, type RuleStatus } from './rule-status.js';
 import { ShardingConfigValidator, type ValidatedConfig } from './sharding-configs.js';
 import { shardingConfigStatus, statusChanged } from './sharding-status.js';
 import { registerWebhook, removeWebhook, startWebhookServer, WEBHOOK_PATH, type WebhookTarget, type WebhookTls } from './webhook.js';
@@ -146,6 +149,9 @@ class AgentLoop {
   private readonly custom: CustomObjectsApi;
   private readonly routes = new Map<string, RouteTable>();
   private routesWatch: Watch | undefined;
+  /** The hub's stored acknowledgements, by state key: which proxies have which cluster rules in force. */
+  private readonly acks = new Map<string, Ack>();
+  private acksWatch: Watch | undefined;
   private heartbeat: NodeJS.Timeout | undefined;
   private repeat: NodeJS.Timeout | undefined;
   private lastReport: ClusterReport | undefined;
@@ -212,6 +218,15 @@ class AgentLoop {
         this.schedule();
       },
     });
+    this.acksWatch = watchStoredAcks({
+      link,
+      logger,
+      onAck: (key, ack) => {
+        if (ack) this.acks.set(key, ack);
+        else this.acks.delete(key);
+        this.schedule();
+      },
+    });
     this.heartbeat = setInterval(() => this.sendHeartbeat(), this.options.heartbeatMs);
     this.repeat = setInterval(() => this.repeatReport(), this.options.reportRepeatMs);
     this.sendHeartbeat();
@@ -229,6 +244,7 @@ class AgentLoop {
     clearInterval(this.repeat);
     this.unlisten?.();
     this.routesWatch?.stop();
+    this.acksWatch?.stop();
     await this.syncer.stop();
     await this.watch.stop();
   }
@@ -254,6 +270,7 @@ class AgentLoop {
       await this.updateRelated(configs);
       this.sendReport();
       await this.writeStatuses();
+      await this.writeRuleStatuses();
       this.label();
     } catch (err) {
       this.logger.warn({ err: (err as Error).message }, 'sync failed; retrying on the next change');
@@ -340,6 +357,39 @@ class AgentLoop {
         );
       } catch (err) {
         if (!isApiStatus(err, 404)) this.logger.warn({ err: (err as Error).message, operator }, 'could not write ShardingConfig status');
+      }
+    }
+  }
+
+  /**
+   * The status of every CircuitBreaker and FaultInjection of this cluster: validation, and the proxies that have it
+   * in force, from the acknowledgements of the shards whose home is this cluster (a rule reaches those alone).
+   */
+  private async writeRuleStatuses(): Promise<void> {
+    const acks = [...this.acks.values()].filter((ack) => this.routes.get(`${ack.operator}\u0000${ack.shard}`)?.homeCluster === this.options.cluster);
+    const kinds = [
+      { kind: 'CircuitBreaker', plural: 'circuitbreakers', objects: this.watch.circuitBreakers.list() },
+      { kind: 'FaultInjection', plural: 'faultinjections', objects: this.watch.faultInjections.list() },
+    ] as const;
+    for (const { kind, plural, objects } of kinds) {
+      for (const obj of objects) {
+        const namespace = obj.metadata?.namespace ?? '';
+        const name = obj.metadata?.name ?? '';
+        const generation = obj.metadata?.generation ?? 0;
+        const status = (obj as KubernetesObject & { status?: Partial<RuleStatus> }).status;
+        // Only the fields the agent writes: a KusionStack status may hold others, which the merge patch keeps.
+        const previous = status && { observedGeneration: status.observedGeneration, conditions: status.conditions, proxies: status.proxies };
+        const validation = validateManifest({ apiVersion: API_VERSION, kind, metadata: { name, namespace }, spec: (obj as { spec?: unknown }).spec });
+        const next = ruleStatus({ kind, namespace, name, generation, validation, acks, previous, now: new Date() });
+        if (!statusChanged(previous, next)) continue;
+        try {
+          await this.custom.patchNamespacedCustomObjectStatus(
+            { group: API_GROUP, version: 'v1alpha1', namespace, plural, name, body: { status: next } },
+            setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+          );
+        } catch (err) {
+          if (!isApiStatus(err, 404)) this.logger.warn({ err: (err as Error).message, kind, rule: `${namespace}/${name}` }, 'could not write the rule status');
+        }
       }
     }
   }

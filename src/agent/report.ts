@@ -1,5 +1,5 @@
 import type { KubernetesObject, V1Namespace, V1Pod } from '@kubernetes/client-node';
-import { matches, type HashSettings } from '../sharding/index.js';
+import { matches, shardOfPod, shardsOfConfig, type HashSettings } from '../sharding/index.js';
 import { MESSAGE_SCHEMA_VERSION, type ClusterReport, type ObjectCount, type ReportedObject } from '../transport/index.js';
 import type { ValidatedConfig } from './sharding-configs.js';
 
@@ -37,12 +37,24 @@ function isReady(pod: V1Pod): boolean {
   return pod.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
 }
 
-/** The agent's whole view of its cluster, as the hub wants it (pure). Only pods a valid ShardingConfig selects. */
+/**
+ * The agent's whole view of its cluster, as the hub wants it (pure). Only pods a valid ShardingConfig selects, each
+ * with its IP and, when exactly one config selects it (as the sidecar injector requires), the shard it runs.
+ */
 export function buildReport(input: ReportInput): ClusterReport {
-  const selectors = input.shardingConfigs.flatMap(({ model }) => (model ? [{ namespace: model.namespace, selector: model.selector }] : []));
-  const pods = input.pods
-    .filter((p) => selectors.some((s) => s.namespace === p.metadata?.namespace && matches(s.selector, p.metadata?.labels ?? {})))
-    .map((p) => ({ namespace: p.metadata?.namespace ?? '', name: p.metadata?.name ?? '', labels: p.metadata?.labels ?? {}, ready: isReady(p) }));
+  const home = { homeCluster: input.cluster, settings: input.settings };
+  const selecting = input.shardingConfigs.flatMap(({ model }) =>
+    model ? [{ namespace: model.namespace, selector: model.selector, meaning: shardsOfConfig(model, home) }] : [],
+  );
+  const pods = input.pods.flatMap((p) => {
+    const name = p.metadata?.name ?? '';
+    const labels = p.metadata?.labels ?? {};
+    const configs = selecting.filter((s) => s.namespace === p.metadata?.namespace && matches(s.selector, labels));
+    if (configs.length === 0) return [];
+    const shard = configs.length === 1 ? shardOfPod((configs[0] as (typeof configs)[number]).meaning, name) : undefined;
+    const ip = p.status?.podIP;
+    return [{ namespace: p.metadata?.namespace ?? '', name, labels, ready: isReady(p), ...(ip ? { ip } : {}), ...(shard ? { shard: shard.name } : {}) }];
+  });
   const objectCounts: ObjectCount[] = [];
   for (const [resource, objects] of input.related) {
     const perNamespace = new Map<string, number>();

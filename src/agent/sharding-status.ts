@@ -1,7 +1,5 @@
-import type { ShardingConfigStatus, ValidationResult } from '../api/index.js';
+import type { Condition, ShardingConfigStatus, ValidationResult } from '../api/index.js';
 import type { RouteTable } from '../transport/index.js';
-
-type Condition = NonNullable<ShardingConfigStatus['conditions']>[number];
 
 export interface StatusInput {
   generation: number;
@@ -13,17 +11,21 @@ export interface StatusInput {
 }
 
 /**
- * The status the agent writes on a ShardingConfig (pure): Accepted and Invalid conditions (the message names every
- * field at fault), the buckets each shard owns per cluster, and the generation they describe. A condition keeps its
- * lastTransitionTime while its status does not change.
+ * Accepted and Invalid conditions of an object the agent validates (pure): the message names every field at fault.
+ * A condition keeps its lastTransitionTime while its status does not change.
  */
-export function shardingConfigStatus(input: StatusInput): ShardingConfigStatus {
+export function validationConditions(input: {
+  generation: number;
+  validation: ValidationResult;
+  previous: readonly Condition[] | undefined;
+  now: Date;
+  /** The message when valid. */
+  valid: string;
+}): Condition[] {
   const { validation, generation } = input;
-  const message = validation.ok
-    ? 'the configuration is valid'
-    : validation.problems.map((p) => `${p.path}: ${p.reason}`).join('; ');
+  const message = validation.ok ? input.valid : validation.problems.map((p) => `${p.path}: ${p.reason}`).join('; ');
   const condition = (type: string, status: Condition['status'], reason: string): Condition => {
-    const before = input.previous?.conditions?.find((c) => c.type === type);
+    const before = input.previous?.find((c) => c.type === type);
     return {
       type,
       status,
@@ -33,9 +35,18 @@ export function shardingConfigStatus(input: StatusInput): ShardingConfigStatus {
       observedGeneration: generation,
     };
   };
-  const conditions = validation.ok
+  return validation.ok
     ? [condition('Accepted', 'True', 'Valid'), condition('Invalid', 'False', 'Valid')]
     : [condition('Accepted', 'False', 'Invalid'), condition('Invalid', 'True', 'Invalid')];
+}
+
+/**
+ * The status the agent writes on a ShardingConfig (pure): Accepted and Invalid conditions (the message names every
+ * field at fault), the buckets each shard owns per cluster, and the generation they describe.
+ */
+export function shardingConfigStatus(input: StatusInput): ShardingConfigStatus {
+  const { validation, generation } = input;
+  const conditions = validationConditions({ generation, validation, previous: input.previous?.conditions, now: input.now, valid: 'the configuration is valid' });
   const shards = [...input.routes]
     .sort((a, b) => (a.shard < b.shard ? -1 : 1))
     .map((t) => ({ name: t.shard, version: t.version, clusters: t.clusters.map((c) => ({ name: c.name, buckets: c.buckets })) }));
@@ -48,7 +59,7 @@ export function shardingConfigStatus(input: StatusInput): ShardingConfigStatus {
 }
 
 /** Whether writing `next` would change what is stored; the API server returns keys sorted, so order is ignored. */
-export function statusChanged(previous: ShardingConfigStatus | undefined, next: ShardingConfigStatus): boolean {
+export function statusChanged(previous: object | undefined, next: object): boolean {
   return canonical(previous ?? {}) !== canonical(next);
 }
 

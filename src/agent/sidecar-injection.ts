@@ -1,5 +1,6 @@
 import type { LabelSelector } from '../api/index.js';
 import { matches } from '../sharding/index.js';
+import { PROXY_WEBHOOK_PORT } from '../transport/proxy-command.js';
 
 /** Pods carrying this label (value "true") get the proxy sidecar. */
 export const ENABLE_PROXY_LABEL = 'ctrlmesh.kusionstack.io/enable-proxy';
@@ -19,6 +20,11 @@ export const KUBECONFIG_PATH = `${KUBECONFIG_DIR}/kubeconfig`;
 export const CREDENTIALS_VOLUME = 'ctrlmesh-proxy-credentials';
 /** Secret files are mode 0400 (owner read); the kubelet makes them 0440 with the pod's fsGroup as their group. */
 export const CREDENTIALS_MODE = 0o400;
+/** The pod's own labels (a downwardAPI volume), mounted read-only in the proxy: which cluster rules select it. */
+export const POD_INFO_VOLUME = 'ctrlmesh-pod-info';
+export const POD_INFO_DIR = '/etc/ctrlmesh/pod-info';
+/** The proxy's `--pod-labels`: kept up to date by the kubelet when the pod's labels change. */
+export const POD_LABELS_PATH = `${POD_INFO_DIR}/labels`;
 /**
  * The group the proxy reads its Secret files through: the image's unprivileged user's (uid and gid 1000). Set as
  * the pod's fsGroup when the pod has none; with one, the pod's own fsGroup serves the same purpose.
@@ -31,7 +37,8 @@ export interface PodContainer {
   command?: string[];
   args?: string[];
   env?: { name: string; value?: string }[];
-  volumeMounts?: { name: string; mountPath: string }[];
+  volumeMounts?: { name: string; mountPath: string; subPath?: string }[];
+  ports?: { name?: string; containerPort: number; protocol?: string }[];
 }
 
 /** The parts of a pod the mutation reads. */
@@ -50,6 +57,8 @@ export interface SelectingConfig {
   name: string;
   namespace: string;
   selector?: LabelSelector;
+  /** `spec.webhook`: the proxy serves the operator's admission webhook and sends each review to the owning shard. */
+  webhook?: { certDir: string; port: number };
 }
 
 /** Who the injected proxy serves: handed to the caller's argument builder. */
@@ -118,7 +127,37 @@ function operatorContainerNames(pod: PodLike): Set<string> {
   return new Set(first ? [first] : []);
 }
 
-function proxyContainer(target: ProxyTarget, options: SidecarOptions): Record<string, unknown> {
+/** What the proxy of a webhook operator gets: the operator's volume holding the certificates, and the port's name. */
+interface WebhookSidecar {
+  /** Mounted read-only at the same path as in the operator's container, so `certDir` is the same path. */
+  mount: { name: string; mountPath: string; subPath?: string };
+  /** The operator's containerPort named for `spec.webhook.port`, renamed away: its name goes to the proxy's port. */
+  port?: { container: number; index: number; name: string };
+}
+
+/** The certificates' volume and the named port of a webhook operator's containers, or why the pod cannot serve it. */
+function webhookSidecar(webhook: { certDir: string; port: number }, containers: readonly PodContainer[], operators: ReadonlySet<string>): WebhookSidecar | string {
+  let mount: WebhookSidecar['mount'] | undefined;
+  let port: WebhookSidecar['port'];
+  const certDir = webhook.certDir.replace(/\/+$/, '');
+  containers.forEach((c, container) => {
+    if (!operators.has(c.name)) return;
+    for (const m of c.volumeMounts ?? []) {
+      const path = m.mountPath.replace(/\/+$/, '');
+      const holds = certDir === path || certDir.startsWith(`${path}/`);
+      if (holds && (!mount || path.length > mount.mountPath.replace(/\/+$/, '').length)) {
+        mount = { name: m.name, mountPath: m.mountPath, ...(m.subPath ? { subPath: m.subPath } : {}) };
+      }
+    }
+    (c.ports ?? []).forEach((p, index) => {
+      if (!port && p.name && p.containerPort === webhook.port) port = { container, index, name: p.name };
+    });
+  });
+  if (!mount) return `no volume of the operator's containers is mounted at spec.webhook.certDir ${webhook.certDir} (or above it): the proxy reads the webhook's certificate from that volume`;
+  return { mount, ...(port ? { port } : {}) };
+}
+
+function proxyContainer(target: ProxyTarget, options: SidecarOptions, webhook: WebhookSidecar | undefined): Record<string, unknown> {
   return {
     name: PROXY_CONTAINER_NAME,
     image: options.image,
@@ -133,7 +172,10 @@ function proxyContainer(target: ProxyTarget, options: SidecarOptions): Record<st
     volumeMounts: [
       { name: KUBECONFIG_VOLUME, mountPath: KUBECONFIG_DIR },
       { name: CREDENTIALS_VOLUME, mountPath: options.credentials.mountPath, readOnly: true },
+      { name: POD_INFO_VOLUME, mountPath: POD_INFO_DIR, readOnly: true },
+      ...(webhook ? [{ ...webhook.mount, readOnly: true }] : []),
     ],
+    ...(webhook ? { ports: [{ containerPort: PROXY_WEBHOOK_PORT, protocol: 'TCP', ...(webhook.port ? { name: webhook.port.name } : {}) }] } : {}),
     startupProbe: { httpGet: { path: '/readyz', port: options.opsPort }, periodSeconds: 1, failureThreshold: 600 },
     livenessProbe: { httpGet: { path: '/healthz', port: options.opsPort } },
     securityContext: { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } },
@@ -190,7 +232,10 @@ function operatorContainerPatch(container: PodContainer, index: number): JsonPat
  * of its namespace selects gets the proxy as a native sidecar, an emptyDir where the proxy writes the operator's
  * kubeconfig, the proxy's credentials from a Secret (only the keys `options.credentials.items` names, mounted
  * read-only in the proxy alone; the pod's fsGroup set when it has none, so the proxy can read the 0400 files),
- * and, in the operator's containers only, that kubeconfig through KUBECONFIG and `--kubeconfig`.
+ * the pod's labels (a downwardAPI volume, read-only in the proxy: which cluster rules select it),
+ * and, in the operator's containers only, that kubeconfig through KUBECONFIG and `--kubeconfig`. For a config with
+ * `spec.webhook`, the proxy also mounts the operator's volume holding certDir and takes the webhook port's name on
+ * its PROXY_WEBHOOK_PORT (a pod with no such volume is denied).
  * A labelled pod selected by none or by several is denied, naming them. Re-invocation adds nothing twice.
  */
 export function injectSidecar(pod: PodLike, namespace: string, configs: readonly SelectingConfig[], options: SidecarOptions): InjectionDecision {
@@ -233,9 +278,17 @@ export function injectSidecar(pod: PodLike, namespace: string, configs: readonly
   const patch: JsonPatchOperation[] = [];
   const initContainers = spec.initContainers ?? [];
   if (!initContainers.some((c) => c.name === PROXY_CONTAINER_NAME)) {
-    const sidecar = proxyContainer(target, options);
+    const webhook = config.webhook ? webhookSidecar(config.webhook, containers, operators) : undefined;
+    if (typeof webhook === 'string') return { kind: 'deny', message: `pod ${namespace}/${name}: ShardingConfig ${config.name} has spec.webhook, but ${webhook}` };
+    const sidecar = proxyContainer(target, options, webhook);
     // First among the init containers, so an init container of the operator can already reach the API through it.
     patch.push(spec.initContainers ? { op: 'add', path: '/spec/initContainers/0', value: sidecar } : { op: 'add', path: '/spec/initContainers', value: [sidecar] });
+    // The port's name moves to the proxy: a Service whose targetPort names it reaches the proxy, which routes.
+    if (webhook?.port) {
+      const { container, index } = webhook.port;
+      const { name: _moved, ...unnamed } = containers[container]?.ports?.[index] ?? { containerPort: 0 };
+      patch.push({ op: 'replace', path: `/spec/containers/${container}/ports/${index}`, value: unnamed });
+    }
   }
   const volumes: Record<string, unknown>[] = [];
   if (!(spec.volumes ?? []).some((v) => v.name === KUBECONFIG_VOLUME)) volumes.push({ name: KUBECONFIG_VOLUME, emptyDir: {} });
@@ -244,6 +297,9 @@ export function injectSidecar(pod: PodLike, namespace: string, configs: readonly
       name: CREDENTIALS_VOLUME,
       secret: { secretName: options.credentials.secretName, items: options.credentials.items(target), defaultMode: CREDENTIALS_MODE },
     });
+  }
+  if (!(spec.volumes ?? []).some((v) => v.name === POD_INFO_VOLUME)) {
+    volumes.push({ name: POD_INFO_VOLUME, downwardAPI: { items: [{ path: 'labels', fieldRef: { fieldPath: 'metadata.labels' } }] } });
   }
   if (volumes.length) {
     if (spec.volumes) patch.push(...volumes.map((value): JsonPatchOperation => ({ op: 'add', path: '/spec/volumes/-', value })));

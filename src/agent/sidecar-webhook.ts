@@ -8,13 +8,14 @@ import {
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { API_GROUP, API_VERSION, type LabelSelector } from '../api/index.js';
-import { shardName, shardsOfConfig, type ConfigShard, type ConfigShards, type HashSettings } from '../sharding/index.js';
-import { PROXY_API_PORT, PROXY_OPS_PORT, proxyCommandArgs } from '../transport/proxy-command.js';
+import { shardName, shardOfPod, shardsOfConfig, type HashSettings } from '../sharding/index.js';
+import { PROXY_API_PORT, PROXY_OPS_PORT, PROXY_WEBHOOK_PORT, proxyCommandArgs, type ProxyCommandOptions } from '../transport/proxy-command.js';
 import { ShardingConfigValidator } from './sharding-configs.js';
 import {
   ENABLE_PROXY_LABEL,
   KUBECONFIG_DIR,
   KUBECONFIG_PATH,
+  POD_LABELS_PATH,
   injectSidecar,
   type PodLike,
   type ProxyTarget,
@@ -73,19 +74,6 @@ interface ListedConfig extends SelectingConfig {
   root: boolean;
 }
 
-/** `name-3` of StatefulSet `name` is ordinal 3; other names have none. */
-function ordinal(pod: string, statefulSet: string): number | undefined {
-  const match = pod.startsWith(`${statefulSet}-`) ? /^\d+$/.exec(pod.slice(statefulSet.length + 1)) : null;
-  return match ? Number(match[0]) : undefined;
-}
-
-/** The shard a pod runs of a config: a hand-written config's one shard, or a root's child by the pod's ordinal. */
-function shardOfPod(meaning: ConfigShards, pod: string): ConfigShard | undefined {
-  if (meaning.targetStatefulSet === undefined) return meaning.shards[0];
-  const at = ordinal(pod, meaning.targetStatefulSet);
-  return at === undefined ? undefined : meaning.shards.find((s) => s.podOrdinals?.includes(at));
-}
-
 async function listConfigs(injector: SidecarInjector, namespace: string, pod: string): Promise<ListedConfig[]> {
   const list = (await injector.kc.makeApiClient(CustomObjectsApi).listNamespacedCustomObject({
     group: API_GROUP,
@@ -104,8 +92,10 @@ async function listConfigs(injector: SidecarInjector, namespace: string, pod: st
       ...(item.spec?.selector ? { selector: item.spec.selector } : {}),
     };
     const { model } = validator.validate(item);
-    const shard = model ? shardOfPod(shardsOfConfig(model, { homeCluster: cluster, settings }), pod) : undefined;
+    const meaning = model ? shardsOfConfig(model, { homeCluster: cluster, settings }) : undefined;
+    const shard = meaning ? shardOfPod(meaning, pod) : undefined;
     if (shard) config.shard = shard.name;
+    if (meaning?.webhook) config.webhook = meaning.webhook;
     return config;
   });
 }
@@ -127,11 +117,16 @@ export function proxySecretItems(shard: string, natsTls: boolean): SecretItem[] 
   ];
 }
 
-/** `ctrlmesh proxy` following `<cluster>/<shard>` of operator `<namespace>/<config>` in the hub's NATS KV. */
+/**
+ * `ctrlmesh proxy` following `<cluster>/<shard>` of operator `<namespace>/<config>` in the hub's NATS KV; for a
+ * config with `spec.webhook`, serving the operator's webhook on PROXY_WEBHOOK_PORT with its certificate.
+ */
 function sidecarOptions(proxy: InjectedProxy, configs: readonly ListedConfig[]): SidecarOptions {
-  const shard = (target: ProxyTarget): string => {
-    const config = configs.find((c) => c.name === target.shardingConfig);
-    return config?.shard ?? shardName(proxy.cluster, target.shardingConfig);
+  const configOf = (target: ProxyTarget): ListedConfig | undefined => configs.find((c) => c.name === target.shardingConfig);
+  const shard = (target: ProxyTarget): string => configOf(target)?.shard ?? shardName(proxy.cluster, target.shardingConfig);
+  const webhook = (target: ProxyTarget): Partial<ProxyCommandOptions> => {
+    const spec = configOf(target)?.webhook;
+    return spec ? { webhookListen: `0.0.0.0:${PROXY_WEBHOOK_PORT}`, webhookPort: spec.port, webhookCertDir: spec.certDir } : {};
   };
   return {
     image: proxy.image,
@@ -150,6 +145,8 @@ function sidecarOptions(proxy: InjectedProxy, configs: readonly ListedConfig[]):
         store: `${KUBECONFIG_DIR}/route-table.json`,
         writeKubeconfig: KUBECONFIG_PATH,
         credentials: `${PROXY_CREDENTIALS_DIR}/kubeconfig`,
+        podLabels: POD_LABELS_PATH,
+        ...webhook(target),
       }),
   };
 }

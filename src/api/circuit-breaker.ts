@@ -1,4 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox';
+import { RuleStatusFields } from './conditions.js';
 import { duplicateNames, type FieldProblem } from './field-problem.js';
 import { LabelSelectorSchema, labelSelectorProblems } from './label-selector.js';
 import { Duration, StringEnum } from './schema-types.js';
@@ -73,7 +74,7 @@ export const CircuitBreakerSpecSchema = Type.Object(
 
 export const CircuitBreakerStatusSchema = Type.Object(
   {
-    observedGeneration: Type.Optional(Type.Integer({ minimum: 0 })),
+    ...RuleStatusFields,
     lastUpdatedTime: Type.Optional(Type.String({ format: 'date-time' })),
     limitingSnapshots: Type.Optional(
       Type.Array(
@@ -98,6 +99,7 @@ export const CircuitBreakerStatusSchema = Type.Object(
 );
 
 export type CircuitBreakerSpec = Static<typeof CircuitBreakerSpecSchema>;
+export type CircuitBreakerStatus = Static<typeof CircuitBreakerStatusSchema>;
 
 export interface CircuitBreakerModel {
   kind: 'CircuitBreaker';

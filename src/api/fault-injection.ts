@@ -1,4 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox';
+import { RuleStatusFields } from './conditions.js';
 import { duplicateNames, type FieldProblem } from './field-problem.js';
 import { LabelSelectorSchema, labelSelectorProblems } from './label-selector.js';
 import { Duration, IntOrString } from './schema-types.js';
@@ -81,7 +82,7 @@ export const FaultInjectionSpecSchema = Type.Object(
 
 export const FaultInjectionStatusSchema = Type.Object(
   {
-    observedGeneration: Type.Optional(Type.Integer({ minimum: 0 })),
+    ...RuleStatusFields,
     lastUpdatedTime: Type.Optional(Type.String({ format: 'date-time' })),
     currentSpecHash: Type.Optional(Type.String()),
   },
@@ -89,6 +90,7 @@ export const FaultInjectionStatusSchema = Type.Object(
 );
 
 export type FaultInjectionSpec = Static<typeof FaultInjectionSpecSchema>;
+export type FaultInjectionStatus = Static<typeof FaultInjectionStatusSchema>;
 
 export interface FaultInjectionModel {
   kind: 'FaultInjection';

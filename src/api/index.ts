@@ -10,8 +10,9 @@ export { labelKeyProblem, labelValueProblem } from './label-syntax.js';
 export { DURATION_PATTERN, durationMs, formatDuration, parseDuration } from './duration.js';
 export { checkOptions, ListenAddressSchema, Millis, ReadonlyList, type ListenAddress, type OptionsResult } from './options.js';
 export { ObjectName, StringEnum } from './schema-types.js';
-export { type CircuitBreakerSpec } from './circuit-breaker.js';
-export { type FaultInjectionSpec } from './fault-injection.js';
+export { type CircuitBreakerModel, type CircuitBreakerSpec, type CircuitBreakerStatus } from './circuit-breaker.js';
+export { type Condition } from './conditions.js';
+export { type FaultInjectionModel, type FaultInjectionSpec, type FaultInjectionStatus } from './fault-injection.js';
 export { type ShardLimit, type ShardingConfigModel, type ShardingConfigStatus } from './sharding-config.js';
 export {
   formatProblems,

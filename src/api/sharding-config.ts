@@ -1,4 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox';
+import { ConditionSchema } from './conditions.js';
 import { childPath, type FieldProblem } from './field-problem.js';
 import { LabelSelectorSchema, ResourceGroupSchema, labelSelectorProblems, type LabelSelector, type ResourceGroup } from './label-selector.js';
 import { IntOrString } from './schema-types.js';
@@ -116,21 +117,7 @@ export const ShardingConfigStatusSchema = Type.Object(
     ),
     observedGeneration: Type.Optional(Type.Integer({ minimum: 0 })),
     /** Written by the agent: Accepted (True/False) with the validation message when False. */
-    conditions: Type.Optional(
-      Type.Array(
-        Type.Object(
-          {
-            type: Type.String(),
-            status: Type.Union([Type.Literal('True'), Type.Literal('False'), Type.Literal('Unknown')]),
-            reason: Type.String(),
-            message: Type.String(),
-            lastTransitionTime: Type.String(),
-            observedGeneration: Type.Optional(Type.Integer({ minimum: 0 })),
-          },
-          closed,
-        ),
-      ),
-    ),
+    conditions: Type.Optional(Type.Array(ConditionSchema)),
     /** Written by the agent from the hub's route tables: the buckets each shard owns, per cluster. */
     shards: Type.Optional(
       Type.Array(

@@ -9,6 +9,7 @@ import { API_GROUP, API_VERSION } from '../api/index.js';
 import { freePort, httpOk, packageRoot, ServerProcess, startTestbed, TestbedError, type Testbed } from '../dev/index.js';
 import { writeRoleCreds, type AuthFiles } from '../transport/auth/index.js';
 import { ensureNamespace, isApiStatus } from '../kube/index.js';
+import { createCertificateAuthority, issueCertificate } from '../tls/index.js';
 import { agentCommandArgs, hubCommandArgs } from '../transport/command-lines.js';
 import { proxyCommandArgs } from '../transport/proxy-command.js';
 
@@ -28,6 +29,8 @@ export interface DemoMeshOptions {
   workloadNamespaces: number;
   /** CircuitBreaker / FaultInjection manifests every proxy loads (`ctrlmesh proxy --rules`). */
   ruleFiles?: string[];
+  /** Every shard's operator serves its validating webhook, behind its proxy's webhook listener (`DemoShard.webhookUrl`). */
+  webhook?: boolean;
   onProgress: (message: string) => void;
   logger: Logger;
   signal?: AbortSignal;
@@ -40,6 +43,8 @@ export interface DemoShard {
   /** The proxy's API URL (what the operator talks to) and its /healthz /readyz /metrics. */
   apiUrl: string;
   opsUrl: string;
+  /** With `webhook`: the proxy's admission webhook listener (TLS, verified with `DemoMesh.webhook`). */
+  webhookUrl?: string;
 }
 
 export interface DemoMesh {
@@ -47,6 +52,8 @@ export interface DemoMesh {
   hubUrl: string;
   agents: { cluster: string; url: string }[];
   shards: DemoShard[];
+  /** With `webhook`: the webhook certificate's CA and the name it is issued for, to call the proxies' listeners. */
+  webhook?: { caPem: string; serverName: string };
   /** Stops every process and the test bed, newest first. */
   stop(): Promise<void>;
 }
@@ -87,7 +94,23 @@ async function runCli(args: string[]): Promise<void> {
   await promisify(execFile)(process.execPath, [CLI(), ...args]);
 }
 
-function demoRoot(shards: number): object {
+/** The name of the demo webhook's certificate (as a Service of the operator would be reached). */
+const DEMO_WEBHOOK_NAME = `sample-operator.${DEMO_NAMESPACE}.svc`;
+/** spec.webhook.port of the demo root: where the operators would serve in pods (on 127.0.0.1 each has its own). */
+const DEMO_WEBHOOK_PORT = 9443;
+
+/** The webhook certificate every shard shares, in `certDir` as controller-runtime reads it; its CA. */
+async function writeWebhookCerts(certDir: string): Promise<string> {
+  const ca = await createCertificateAuthority({ commonName: 'demo-webhook-ca' });
+  const serving = await issueCertificate({ ca, commonName: DEMO_WEBHOOK_NAME, dnsNames: [DEMO_WEBHOOK_NAME], usage: 'server' });
+  await mkdir(certDir, { recursive: true });
+  await writeFile(join(certDir, 'tls.crt'), serving.certPem);
+  await writeFile(join(certDir, 'tls.key'), serving.keyPem, { mode: 0o600 });
+  await writeFile(join(certDir, 'ca.crt'), ca.certPem);
+  return ca.certPem;
+}
+
+function demoRoot(shards: number, certDir: string | undefined): object {
   return {
     apiVersion: API_VERSION,
     kind: 'ShardingConfig',
@@ -103,6 +126,7 @@ function demoRoot(shards: number): object {
       },
       controller: { leaderElectionName: 'demo-leader', multicluster: true },
       selector: { matchLabels: { app: 'sample-operator' } },
+      ...(certDir ? { webhook: { certDir, port: DEMO_WEBHOOK_PORT } } : {}),
     },
   };
 }
@@ -259,10 +283,12 @@ export async function startDemoMesh(options: DemoMeshOptions): Promise<DemoMesh>
     }
 
     onProgress(`applying the auto-sharding root ${DEMO_OPERATOR} (${options.shards} shards over ${bed.info.clusters.length} clusters) and the workload`);
+    const certDir = options.webhook ? join(dir, 'webhook-certs') : undefined;
+    const webhook = certDir ? { caPem: await writeWebhookCerts(certDir), serverName: DEMO_WEBHOOK_NAME } : undefined;
     for (const [i, cluster] of bed.info.clusters.entries()) {
       const kc = new KubeConfig();
       kc.loadFromFile(cluster.kubeconfigPath);
-      await applyWorkload(kc, options.workloadNamespaces, i === 0 ? demoRoot(options.shards) : undefined);
+      await applyWorkload(kc, options.workloadNamespaces, i === 0 ? demoRoot(options.shards, certDir) : undefined);
     }
     const shardNames = await publishedShards(hubUrl, options.shards, signal);
 
@@ -274,6 +300,8 @@ export async function startDemoMesh(options: DemoMeshOptions): Promise<DemoMesh>
       const [apiPort, opsPort, egressPort] = [await freePort(), await freePort(), await freePort()];
       const apiUrl = `http://127.0.0.1:${apiPort}`;
       const opsUrl = `http://127.0.0.1:${opsPort}`;
+      // The operator's webhook port and the proxy's listener in front of it.
+      const hook = certDir ? { operatorPort: await freePort(), listenPort: await freePort(), certDir } : undefined;
       onProgress(`starting the proxy of shard ${shard} on ${apiUrl} (ops ${opsUrl}) and its operator`);
       const proxy = await startChild({
         name: `proxy-${shard}`,
@@ -291,6 +319,7 @@ export async function startDemoMesh(options: DemoMeshOptions): Promise<DemoMesh>
           credentials: bed.info.kubeconfigPath,
           egressListen: `127.0.0.1:${egressPort}`,
           rules: options.ruleFiles ?? [],
+          ...(hook ? { webhookListen: `127.0.0.1:${hook.listenPort}`, webhookPort: hook.operatorPort, webhookCertDir: hook.certDir } : {}),
         }),
         dir: join(shardDir, 'proxy'),
         probeUrl: `${opsUrl}/readyz`,
@@ -304,13 +333,21 @@ export async function startDemoMesh(options: DemoMeshOptions): Promise<DemoMesh>
       const operator = await startChild({
         name: `operator-${shard}`,
         script: SAMPLE_OPERATOR(),
-        args: ['--kubeconfig', operatorKubeconfig, '--shard', shard, '--contexts', bed.info.clusters.map((c) => c.name).join(',')],
+        args: [
+          '--kubeconfig',
+          operatorKubeconfig,
+          '--shard',
+          shard,
+          '--contexts',
+          bed.info.clusters.map((c) => c.name).join(','),
+          ...(hook ? ['--webhook-port', String(hook.operatorPort), '--cert-dir', hook.certDir] : []),
+        ],
         dir: join(shardDir, 'operator'),
         logger,
         ...(signal ? { signal } : {}),
       });
       stack.push(() => operator.stop());
-      shards.push({ name: shard, apiUrl, opsUrl, egressUrl: `http://127.0.0.1:${egressPort}` });
+      shards.push({ name: shard, apiUrl, opsUrl, egressUrl: `http://127.0.0.1:${egressPort}`, ...(hook ? { webhookUrl: `https://127.0.0.1:${hook.listenPort}` } : {}) });
     }
     const work = new AbortController();
     const working = generateWork(bed, options.workloadNamespaces, work.signal);
@@ -318,7 +355,7 @@ export async function startDemoMesh(options: DemoMeshOptions): Promise<DemoMesh>
       work.abort();
       await working;
     });
-    return { bed, hubUrl, agents, shards, stop };
+    return { bed, hubUrl, agents, shards, ...(webhook ? { webhook } : {}), stop };
   } catch (err) {
     await stop();
     throw err;

@@ -11,7 +11,7 @@ import {
   type OperatorInput,
   type Ownership,
 } from '../sharding/index.js';
-import type { ClusterReport } from '../transport/index.js';
+import type { ClusterReport, TableRule } from '../transport/index.js';
 import type { ClusterHealth } from './health.js';
 import type { FleetPlan, OperatorPlan, ShardPlan } from './plan.js';
 
@@ -28,6 +28,18 @@ interface ShardExtras {
   limits: ShardLimit[];
 }
 
+/** The ready pods' IPs of each shard, as the agents report them (pods of no shard or without an IP left out). */
+function shardEndpoints(reports: Iterable<ClusterReport>): Map<string, string[]> {
+  const endpoints = new Map<string, string[]>();
+  for (const report of reports) {
+    for (const pod of report.pods) {
+      if (!pod.ready || pod.shard === undefined || pod.ip === undefined) continue;
+      endpoints.set(pod.shard, [...(endpoints.get(pod.shard) ?? []), pod.ip]);
+    }
+  }
+  return endpoints;
+}
+
 /**
  * The desired ownership of every operator, from the agents' reports (pure). Configs that fail validation freeze
  * their operator: its published route tables stay as they are until the config is fixed.
@@ -35,14 +47,19 @@ interface ShardExtras {
 export function desiredPlan(input: DesiredInput): FleetPlan {
   const operators = new Map<string, OperatorInput>();
   const extras = new Map<string, ShardExtras>();
+  /** The webhook port of each operator whose config has `spec.webhook` (the first cluster's, by name). */
+  const webhooks = new Map<string, number>();
   const frozen = new Set<string>();
   let settings: HashSettings | undefined;
   const weights: { cluster: string; namespace: string; objects: number }[] = [];
+  /** The valid rules of each cluster by namespace, validated once per plan. */
+  const rules = new Map<string, Map<string, TableRule[]>>();
 
   for (const [cluster, report] of [...input.reports].sort(([a], [b]) => (a < b ? -1 : 1))) {
     if (!input.clusters.has(cluster)) continue;
     const clusterSettings = createHashSettings(report.hash);
     settings ??= clusterSettings;
+    rules.set(cluster, validRules(report));
     const models: ShardingConfigModel[] = [];
     for (const config of report.shardingConfigs) {
       const result = validateManifest(config.manifest, { bucketCount: clusterSettings.bucketCount });
@@ -56,6 +73,7 @@ export function desiredPlan(input: DesiredInput): FleetPlan {
       if (op.clusters && !merged.clusters) merged.clusters = op.clusters;
       merged.shards.push(...op.shards);
       operators.set(op.name, merged);
+      if (meaning.webhook && !webhooks.has(op.name)) webhooks.set(op.name, meaning.webhook.port);
       for (const shard of meaning.shards) extras.set(`${meaning.operator}\u0000${shard.name}`, shard);
     }
     const perNamespace = new Map<string, number>();
@@ -79,6 +97,7 @@ export function desiredPlan(input: DesiredInput): FleetPlan {
     previous,
   );
 
+  const endpoints = webhooks.size > 0 ? shardEndpoints(input.reports.values()) : new Map<string, string[]>();
   const planned: OperatorPlan[] = [];
   for (const [operator, shards] of Object.entries(result.assignment.operators)) {
     const input = operators.get(operator);
@@ -94,8 +113,10 @@ export function desiredPlan(input: DesiredInput): FleetPlan {
         ...(extra?.leaderElectionName ? { leaderElectionName: extra.leaderElectionName } : {}),
         limits: (extra?.limits ?? []).map((l) => ({ relateResources: l.relateResources, selector: l.selector })),
         units,
+        rules: rules.get(home)?.get(operator.slice(0, operator.indexOf('/'))) ?? [],
       };
     });
+    const webhookPort = webhooks.get(operator);
     planned.push({
       operator,
       hashAlgorithm: settings.algorithm,
@@ -103,7 +124,28 @@ export function desiredPlan(input: DesiredInput): FleetPlan {
       labels: { ...settings.labels },
       clusters: [...spanned].sort(),
       shards: shardPlans,
+      ...(webhookPort === undefined
+        ? {}
+        : { webhook: { port: webhookPort, endpoints: Object.fromEntries(shardPlans.map((s) => [s.name, [...(endpoints.get(s.name) ?? [])].sort()])) } }),
     });
   }
   return { operators: planned, frozen: [...frozen] };
+}
+
+/**
+ * The CircuitBreakers and FaultInjections a cluster reported whose manifests validate, by namespace, each sorted by
+ * kind then name. An invalid one is left out: its agent says why in its status, and no proxy sees it.
+ */
+function validRules(report: ClusterReport): Map<string, TableRule[]> {
+  const byNamespace = new Map<string, TableRule[]>();
+  for (const object of [...report.circuitBreakers, ...report.faultInjections]) {
+    const result = validateManifest(object.manifest);
+    if (!result.ok || (result.model.kind !== 'CircuitBreaker' && result.model.kind !== 'FaultInjection')) continue;
+    // Named as the manifest names itself: that is what the proxy validates and applies.
+    const { kind, namespace, name, spec } = result.model;
+    const rule: TableRule = { kind, namespace, name, generation: object.generation, ...(spec.selector ? { selector: spec.selector } : {}), manifest: object.manifest };
+    byNamespace.set(namespace, [...(byNamespace.get(namespace) ?? []), rule]);
+  }
+  for (const list of byNamespace.values()) list.sort((a, b) => (a.kind === b.kind ? (a.name < b.name ? -1 : a.name > b.name ? 1 : 0) : a.kind < b.kind ? -1 : 1));
+  return byNamespace;
 }

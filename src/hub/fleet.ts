@@ -9,6 +9,7 @@ import {
   receiveMessage,
   receiveRouteTable,
   type ClusterRecord,
+  type Ack,
   type ClusterReport,
   type HandoverStateRecord,
   type RouteTable,
@@ -52,6 +53,8 @@ export class Fleet {
   readonly #routes = new Map<string, Map<string, PublishedRoute>>();
   readonly #lastSeen = new Map<string, LastSeen>();
   readonly #acks = new Map<string, Map<string, number>>();
+  /** The rules named by the latest acknowledgement of each shard (operator, then shard), as a comparable key. */
+  readonly #ackRules = new Map<string, Map<string, string>>();
   readonly #corruptHandovers = new Map<string, CorruptEntry>();
 
   get clusters(): ReadonlyMap<string, ClusterRecord> {
@@ -140,7 +143,7 @@ export class Fleet {
     if (entry.operation !== 'PUT') return undefined;
     const ack = receiveMessage(Messages.ack, entry.value, this.source(Buckets.state, entry));
     if (!ack || entry.key !== Keys.ack(ack.operator, ack.shard)) return undefined;
-    return this.recordAck(ack.operator, ack.shard, ack.version) ? ack.operator : undefined;
+    return this.recordAck(ack.operator, ack.shard, ack.version, ack.rules) ? ack.operator : undefined;
   }
 
   applyRouteEntry(entry: KvEntry): void {
@@ -192,11 +195,13 @@ export class Fleet {
   }
 
   /**
-   * Records an acknowledgement; false when it is not newer than the one known, or acknowledges a version above
-   * the one published for its shard (logged: no proxy can have applied it, so it would grant early). An ack for a
-   * shard whose table is not known yet (read back from KV before the tables) is recorded and judged when used.
+   * Records an acknowledgement; false when it is neither newer than the one known nor the same version naming other
+   * cluster rules (`rules`: a proxy whose pod labels changed acknowledges its table again), or when it acknowledges
+   * a version above the one published for its shard (logged: no proxy can have applied it, so it would grant early).
+   * An ack for a shard whose table is not known yet (read back from KV before the tables) is recorded and judged
+   * when used.
    */
-  recordAck(operator: string, shard: string, version: number): boolean {
+  recordAck(operator: string, shard: string, version: number, rules?: Ack['rules']): boolean {
     const published = this.#routes.get(operator)?.get(shard)?.table.version;
     if (published !== undefined && version > published) {
       this.logger.warn({ operator, shard, version, published }, 'ignored an acknowledgement of a version above the one published for its shard');
@@ -204,8 +209,13 @@ export class Fleet {
     }
     const shards = this.#acks.get(operator) ?? new Map<string, number>();
     this.#acks.set(operator, shards);
-    if ((shards.get(shard) ?? -1) >= version) return false;
+    const ruleKeys = this.#ackRules.get(operator) ?? new Map<string, string>();
+    this.#ackRules.set(operator, ruleKeys);
+    const known = shards.get(shard) ?? -1;
+    const ruleKey = JSON.stringify(rules ?? []);
+    if (known > version || (known === version && ruleKeys.get(shard) === ruleKey)) return false;
     shards.set(shard, version);
+    ruleKeys.set(shard, ruleKey);
     return true;
   }
 

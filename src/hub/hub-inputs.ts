@@ -21,7 +21,7 @@ export interface HubInputsOptions {
   now: () => number;
   /** Called when what was read may change the plan. */
   changed: () => void;
-  /** Called with each acknowledgement newer than the one known, once the fleet has it. */
+  /** Called with each acknowledgement newer than the one known (or naming other rules), once the fleet has it. */
   acknowledged: (ack: Ack) => void;
 }
 
@@ -99,7 +99,8 @@ export function createHubInputs(options: HubInputsOptions): HubInputs {
         link,
         logger,
         onAck: (ack) => {
-          if (!fleet.recordAck(ack.operator, ack.shard, ack.version)) return;
+          // A newer version, or the same one naming other rules (stored so the agents can write the rules' status).
+          if (!fleet.recordAck(ack.operator, ack.shard, ack.version, ack.rules)) return;
           acknowledged(ack);
           if (fleet.handovers.get(ack.operator)?.record.pending.length) changed();
         },

@@ -1,5 +1,5 @@
 import type { UnitKey } from '../sharding/index.js';
-import type { ClusterRoute, RouteTable } from '../transport/index.js';
+import type { ClusterRoute, RouteTable, TableRule, TableWebhook } from '../transport/index.js';
 
 /** One shard of an operator as planned: which units it should own and what its route table says besides. */
 export interface ShardPlan {
@@ -8,6 +8,11 @@ export interface ShardPlan {
   leaderElectionName?: string;
   limits: ClusterRoute['limits'];
   units: UnitKey[];
+  /**
+   * The valid CircuitBreakers and FaultInjections of the operator's namespace in the shard's home cluster, sorted by
+   * kind then name (absent or empty: none; the table then carries no `rules`).
+   */
+  rules?: TableRule[];
 }
 
 /** Everything the hub publishes for one operator. */
@@ -19,6 +24,8 @@ export interface OperatorPlan {
   /** Clusters the operator spans (every shard's table lists them, with the buckets it owns there). */
   clusters: string[];
   shards: ShardPlan[];
+  /** For an operator whose ShardingConfig has `spec.webhook`: its port and every shard's ready pod IPs. */
+  webhook?: TableWebhook;
 }
 
 /** The result of planning: operators whose configs are valid, and those kept as they were (invalid input). */

@@ -140,6 +140,7 @@ async function reconcileOperator(ctx: ReconcileContext, plan: OperatorPlan, now:
       shard: shardPlans.get(shard),
       shardName: shard,
       units: step.state.effective[shard] ?? [],
+      granted: step.state.effective,
       clusters: identities,
       version: nextTableVersion(prev?.table.version, now),
       now: new Date(now),

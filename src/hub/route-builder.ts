@@ -1,4 +1,4 @@
-import { bucketsOfUnits, type UnitKey } from '../sharding/index.js';
+import { bucketsOfUnits, type Ownership, type UnitKey } from '../sharding/index.js';
 import { ROUTE_TABLE_SCHEMA_VERSION, type ClusterIdentity, type RouteTable } from '../transport/index.js';
 import type { OperatorPlan, ShardPlan } from './plan.js';
 
@@ -15,12 +15,30 @@ export interface BuildRouteTableOptions {
   leaseSeconds: number;
   /** Home cluster of a shard that is no longer planned (from its last table). */
   previousHome?: string;
+  /** What every shard of the operator is granted now: the `bucketOwners` of a webhook operator's tables. */
+  granted?: Ownership;
+}
+
+/** Per cluster, the shard granted each bucket, except `shard`'s own (units in flight belong to nobody). */
+function bucketOwners(granted: Ownership, shard: string): Map<string, Record<string, string>> {
+  const owners = new Map<string, Record<string, string>>();
+  for (const [owner, units] of Object.entries(granted)) {
+    if (owner === shard) continue;
+    for (const [cluster, buckets] of bucketsOfUnits(units)) {
+      const record = owners.get(cluster) ?? {};
+      for (const bucket of buckets) record[String(bucket)] = owner;
+      owners.set(cluster, record);
+    }
+  }
+  return owners;
 }
 
 /** The route table of one shard (pure). Clusters not registered (no endpoint known) are left out. */
 export function buildRouteTable(options: BuildRouteTableOptions): RouteTable {
   const { plan, shard } = options;
   const buckets = bucketsOfUnits(options.units);
+  // Only a webhook operator's tables name the owners: the others stay as they were before webhooks.
+  const owners = plan.webhook ? bucketOwners(options.granted ?? {}, options.shardName) : undefined;
   const clusters = plan.clusters.flatMap((name) => {
     const identity = options.clusters.get(name);
     if (!identity) return [];
@@ -30,6 +48,7 @@ export function buildRouteTable(options: BuildRouteTableOptions): RouteTable {
         server: identity.server,
         caPem: identity.caPem,
         buckets: buckets.get(name) ?? [],
+        ...(owners ? { bucketOwners: owners.get(name) ?? {} } : {}),
         limits: shard?.limits ?? [],
       },
     ];
@@ -47,6 +66,9 @@ export function buildRouteTable(options: BuildRouteTableOptions): RouteTable {
     labels: plan.labels,
     leaseSeconds: options.leaseSeconds,
     clusters,
+    // Only when there are some: a table without rules stays byte for byte what it was before rules existed.
+    ...(shard?.rules?.length ? { rules: shard.rules } : {}),
+    ...(plan.webhook ? { webhook: plan.webhook } : {}),
   };
 }
 

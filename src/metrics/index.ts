@@ -1,5 +1,5 @@
 export { createRegistry } from './registry.js';
 export { registerOpsRoutes } from './ops-routes.js';
-export { BREAKER_STATE_VALUE, createProxyMetrics, type ProxyMetrics } from './proxy.js';
+export { BREAKER_STATE_VALUE, createProxyMetrics, showRulesInForce, type ProxyMetrics } from './proxy.js';
 export { createHubMetrics, type HubMetrics } from './hub.js';
 export { createAgentMetrics, type AgentMetrics } from './agent.js';

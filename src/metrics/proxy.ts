@@ -18,6 +18,9 @@ export interface ProxyMetrics {
   routeTableAppliedAt: Gauge;
   natsConnected: Gauge;
   fenced: Gauge;
+  rulesInForce: Gauge<'kind' | 'rule' | 'generation' | 'source'>;
+  webhookRequests: Counter<'route' | 'owner'>;
+  webhookDuration: Histogram<'route'>;
 }
 
 /** Breaker states as the gauge reports them. */
@@ -101,5 +104,33 @@ export function createProxyMetrics(registry: Registry): ProxyMetrics {
       help: 'Whether the proxy has fenced itself (lease expired without contact): 1 yes, 0 no.',
       registers,
     }),
+    rulesInForce: new Gauge({
+      name: 'ctrlmesh_proxy_rules_in_force',
+      help: 'CircuitBreaker and FaultInjection rules in force on the proxy: 1 per rule, by kind, name, generation and source (cluster or file).',
+      labelNames: ['kind', 'rule', 'generation', 'source'],
+      registers,
+    }),
+    webhookRequests: new Counter({
+      name: 'ctrlmesh_proxy_webhook_requests_total',
+      help: 'Admission reviews the proxy received, by route (local, forwarded, unowned, failed) and owning shard.',
+      labelNames: ['route', 'owner'],
+      registers,
+    }),
+    webhookDuration: new Histogram({
+      name: 'ctrlmesh_proxy_webhook_seconds',
+      help: 'Time from an admission review read to its answer sent, by route.',
+      labelNames: ['route'],
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers,
+    }),
   };
+}
+
+/**
+ * Shows the rules in force (called when they change, never per request): one child per rule, the children of the
+ * rules gone removed.
+ */
+export function showRulesInForce(metrics: Pick<ProxyMetrics, 'rulesInForce'>, rules: readonly { kind: string; name: string; generation: number; source: string }[]): void {
+  metrics.rulesInForce.reset();
+  for (const rule of rules) metrics.rulesInForce.set({ kind: rule.kind, rule: rule.name, generation: String(rule.generation), source: rule.source }, 1);
 }

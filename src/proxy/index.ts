@@ -1,5 +1,5 @@
 export { startProxy, type RunningProxy } from './proxy-server.js';
-export { PROXY_DEFAULTS, ProxyConfigSchema, parseProxyConfig, proxyConfigProblems, type ProxyConfig } from './options.js';
+export { PROXY_DEFAULTS, PROXY_WEBHOOK_DEFAULTS, ProxyConfigSchema, parseProxyConfig, proxyConfigProblems, type ProxyConfig } from './options.js';
 export { createApiGuard } from './request/api-guard.js';
 export { type RequestGuard } from './request/api-handler.js';
 export { decide } from './request/enforce.js';
@@ -23,7 +23,10 @@ export { parseRouteTable, readRouteTableFile } from './routes/route-table-file.j
 export { ClusterShardView } from './routes/shard-view.js';
 export { TableStore, parseStoredTable } from './routes/table-store.js';
 export { FileRuleSource } from './rule-files/file-rule-source.js';
-export { loadRules } from './rule-files/rules-file.js';
-export { judge, type RuleSet } from './rules/index.js';
+export { liveRulesFromFiles } from './rule-files/live-rule-files.js';
+export { PodLabelsFile, readPodLabels } from './rule-files/pod-labels-file.js';
+export { MAX_POD_LABELS_BYTES, parsePodLabels, unquoteGo } from './rule-files/pod-labels.js';
+export { loadRuleFiles, loadRules } from './rule-files/rules-file.js';
+export { LiveRules, judge, mergeRules, type RuleSet, type RuleSource } from './rules/index.js';
 export { type BreakerOptions } from './upstream/cluster-breaker.js';
 export { loadCredentials } from './upstream/credentials.js';

@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { checkOptions, ListenAddressSchema, Millis, type ListenAddress, type OptionsResult } from '../api/index.js';
-import { PROXY_API_PORT, PROXY_OPS_PORT } from '../transport/proxy-command.js';
+import { PROXY_API_PORT, PROXY_OPS_PORT, PROXY_WEBHOOK_PORT } from '../transport/proxy-command.js';
 import { DEFAULT_MAX_BODY_BYTES } from './request/parse/index.js';
 
 const strict = { additionalProperties: false } as const;
@@ -43,6 +43,22 @@ export const ProxyConfigSchema = Type.Object(
     requests: Type.Object({ maxBodyBytes: Type.Integer({ minimum: 1024, maximum: 64 * 1024 * 1024 }), allowImpersonation: Type.Boolean() }, strict),
     /** The proxy fences itself `marginMs` before its lease ends (the hub waits its own margin past it; `--lease-margin`). */
     lease: Type.Object({ marginMs: Millis(0, 600_000) }, strict),
+    /** The operator's admission webhook, served here and sent to the owning shard (src/proxy/webhook); off when absent. */
+    webhook: Type.Optional(
+      Type.Object(
+        {
+          /** Where the API server reaches the proxy (`--webhook-listen`). */
+          listen: ListenAddressSchema,
+          /** The operator's own webhook port, on 127.0.0.1 and on every shard's pod IP (`--webhook-port`). */
+          operatorPort: Type.Integer({ minimum: 1, maximum: 65535 }),
+          /** `tls.crt`, `tls.key` and optionally `ca.crt`, as controller-runtime reads them (`--webhook-cert-dir`). */
+          certDir: Type.String({ minLength: 1 }),
+          /** How long the owner has to answer before the review gets 503, under the API server's 10 s default (`--webhook-timeout`). */
+          timeoutMs: Millis(100, 60_000),
+        },
+        strict,
+      ),
+    ),
   },
   strict,
 );
@@ -59,22 +75,37 @@ export const PROXY_DEFAULTS = {
   lease: { marginMs: 2_000 },
 } as const satisfies ProxyConfig;
 
-/** Listeners that would collide: two of api, ops and egress on one fixed port of one host. */
+/** The webhook's defaults: the listener every pod's proxy has, and a timeout under the API server's 10 s default. */
+export const PROXY_WEBHOOK_DEFAULTS = { listen: { host: '0.0.0.0', port: PROXY_WEBHOOK_PORT }, timeoutMs: 8_000 } as const;
+
+/** Whether two listen addresses take the same port: the same host, or a wildcard host (which binds every address). */
+function sameSocket(a: ListenAddress, b: ListenAddress): boolean {
+  const wildcard = (host: string): boolean => host === '0.0.0.0' || host === '::';
+  return a.port === b.port && (a.host === b.host || wildcard(a.host) || wildcard(b.host));
+}
+
+/**
+ * Listeners that would collide: two of api, ops, egress and webhook on one fixed port of one host (a wildcard host
+ * takes the port on every address), or the operator's webhook port on one of the proxy's (they share the pod's network).
+ */
 export function proxyConfigProblems(config: ProxyConfig): string[] {
   const listeners: [string, ListenAddress | undefined][] = [
     ['listen', config.api],
     ['ops-listen', config.ops],
     ['egress-listen', config.egress],
+    ['webhook-listen', config.webhook?.listen],
   ];
-  const seen = new Map<string, string>();
+  const seen: [string, ListenAddress][] = [];
   const problems: string[] = [];
   for (const [name, address] of listeners) {
     if (!address || address.port === 0) continue;
-    const key = `${address.host}:${address.port}`;
-    const other = seen.get(key);
-    if (other) problems.push(`${name} and ${other} must not both be ${key}`);
-    else seen.set(key, name);
+    const other = seen.find(([, taken]) => sameSocket(taken, address));
+    if (other) problems.push(`${name} and ${other[0]} must not both be ${address.host}:${address.port}`);
+    else seen.push([name, address]);
   }
+  const operatorPort = config.webhook?.operatorPort;
+  const taken = seen.find(([, address]) => address.port === operatorPort);
+  if (taken) problems.push(`webhook-port ${operatorPort} is the proxy's own ${taken[0]} port: the operator's webhook must listen on another`);
   return problems;
 }
 

@@ -3,7 +3,7 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } 
 import type { AddressInfo } from 'node:net';
 import type { Registry } from 'prom-client';
 import type { Logger } from 'pino';
-import { createProxyMetrics, createRegistry, registerOpsRoutes } from '../metrics/index.js';
+import { createProxyMetrics, createRegistry, registerOpsRoutes, showRulesInForce, type ProxyMetrics } from '../metrics/index.js';
 import type { RouteTable } from '../transport/index.js';
 import { startEgressProxy, type EgressProxy } from './egress/egress-proxy.js';
 import { createApiGuard } from './request/api-guard.js';
@@ -14,6 +14,7 @@ import type { RouteSource } from './routes/route-source.js';
 import type { TableStore } from './routes/table-store.js';
 import { emptyRules, type RuleClock, type RuleSet, type RuleSource } from './rules/index.js';
 import { ClusterLinks } from './upstream/cluster-links.js';
+import { startWebhookServer, type WebhookServer } from './webhook/webhook-server.js';
 import type { ClusterCredentials } from './upstream/upstream.js';
 import type { ProxyConfig } from './options.js';
 
@@ -31,7 +32,8 @@ export interface ProxyDeps {
   random?: () => number;
   /**
    * CircuitBreaker and FaultInjection rules: with a source, API calls are judged by them before enforcement, and so
-   * are the egress port's calls (which, without one, pass).
+   * are the egress port's calls (which, without one, pass). A source of cluster rules (LiveRules) is told of each
+   * table installed and names the rules in force in the table's acknowledgement.
    */
   rules?: RuleSource;
   /** Told of every route table installed. */
@@ -44,6 +46,8 @@ export interface RunningProxy {
   opsUrl: string;
   /** http://host:port of the egress HTTP proxy, when `config.egress` asked for one. */
   egressUrl: string | undefined;
+  /** The admission webhook listener, when `config.webhook` asked for one (its URL once the certificate is read). */
+  webhook: WebhookServer | undefined;
   controller: RouteController;
   close(): Promise<void>;
 }
@@ -60,22 +64,35 @@ function urlOf(app: FastifyInstance): string {
 export async function startProxy(deps: ProxyDeps): Promise<RunningProxy> {
   const registry = deps.registry ?? createRegistry('proxy');
   let rules: RuleSet = emptyRules(deps.now());
+  // Once serving: the metrics show the rules in force, and the controller acknowledges its table again when the
+  // cluster rules in force from it change.
+  const hooks: RuleHooks = {};
   await deps.rules?.start({
     onRules: (next) => {
       rules = next;
+      if (hooks.metrics) showRulesInForce(hooks.metrics, next.inForce);
     },
+    onApplied: () => hooks.controller?.reacknowledge(),
   });
   try {
-    return await serve(deps, registry, () => rules);
+    return await serve(deps, registry, () => rules, hooks);
   } catch (err) {
     await deps.rules?.stop();
     throw err;
   }
 }
 
-async function serve(deps: ProxyDeps, registry: Registry, currentRules: () => RuleSet): Promise<RunningProxy> {
+/** What the rule source's handlers reach once the proxy serves. */
+interface RuleHooks {
+  metrics?: ProxyMetrics;
+  controller?: RouteController;
+}
+
+async function serve(deps: ProxyDeps, registry: Registry, currentRules: () => RuleSet, hooks: RuleHooks): Promise<RunningProxy> {
   const { config, logger } = deps;
   const metrics = createProxyMetrics(registry);
+  hooks.metrics = metrics;
+  showRulesInForce(metrics, currentRules().inForce);
   const clock: RuleClock = { now: deps.now, random: deps.random ?? Math.random };
   const guard = deps.rules ? createApiGuard({ rules: currentRules, clock, metrics }) : undefined;
   const links = new ClusterLinks({ credentials: deps.credentials, upstream: config.upstream, breaker: config.breaker, metrics, logger });
@@ -87,8 +104,14 @@ async function serve(deps: ProxyDeps, registry: Registry, currentRules: () => Ru
     logger,
     now: deps.now,
     leaseMarginMs: deps.config.lease.marginMs,
-    onInstalled: deps.onTableInstalled,
+    onInstalled: (table) => {
+      // The table's cluster rules are in force before it is acknowledged.
+      deps.rules?.tableInstalled?.(table);
+      deps.onTableInstalled?.(table);
+    },
+    appliedRules: (table) => deps.rules?.appliedRules?.(table) ?? [],
   });
+  hooks.controller = controller;
   await controller.start();
 
   // A log line per request would cost more than the proxying; requests are counted in the metrics instead.
@@ -123,14 +146,19 @@ async function serve(deps: ProxyDeps, registry: Registry, currentRules: () => Ru
     egress = await startEgressProxy({ listen: config.egress, rules: currentRules, clock, metrics, logger });
     logger.info({ url: egress.url }, 'egress HTTP proxy listening: set HTTP_PROXY/HTTPS_PROXY of the operator to it');
   }
+  const webhook = config.webhook
+    ? await startWebhookServer({ ...config.webhook, listen: { ...config.webhook.listen }, state: () => controller.current, metrics, logger: logger.child({ listener: 'webhook' }) })
+    : undefined;
   return {
     apiUrl,
     opsUrl,
     egressUrl: egress?.url,
+    webhook,
     controller,
     close: async () => {
       await deps.rules?.stop();
       await egress?.close();
+      await webhook?.close();
       await controller.stop();
       await Promise.all([api.close(), ops.close()]);
       await links.close();

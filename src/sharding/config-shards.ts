@@ -40,6 +40,8 @@ export interface ConfigShards {
   targetStatefulSet?: string;
   /** A hand-written config's one shard, or a root's children (none when the root is disabled or not auto). */
   shards: ConfigShard[];
+  /** `spec.webhook`: where every shard's operator serves its admission webhook (the proxy routes each review to the owner). */
+  webhook?: { certDir: string; port: number };
 }
 
 /**
@@ -88,6 +90,7 @@ export function shardsOfConfig(config: ShardingConfigModel, home: ConfigHome): C
     multicluster: config.controller?.multicluster ?? false,
     shards: [],
   };
+  if (config.webhook) meaning.webhook = { ...config.webhook };
   const root = config.root;
   if (!root) {
     meaning.shards.push(shard(config.name, { buckets: bucketsOfLimits(config.limits, settings), limits: config.limits }));
@@ -106,6 +109,23 @@ export function shardsOfConfig(config: ShardingConfigModel, home: ConfigHome): C
     );
   }
   return meaning;
+}
+
+/** `name-3` of StatefulSet `name` is ordinal 3; other names have none. */
+function ordinal(pod: string, statefulSet: string): number | undefined {
+  const match = pod.startsWith(`${statefulSet}-`) ? /^\d+$/.exec(pod.slice(statefulSet.length + 1)) : null;
+  return match ? Number(match[0]) : undefined;
+}
+
+/**
+ * The shard a pod runs of a config (pure): a hand-written config's one shard, or a root's child by the pod's
+ * StatefulSet ordinal. The sidecar injector (its proxy's `--shard`) and the agent's report (where the hub finds
+ * each shard's pods) both read it here.
+ */
+export function shardOfPod(meaning: ConfigShards, pod: string): ConfigShard | undefined {
+  if (meaning.targetStatefulSet === undefined) return meaning.shards[0];
+  const at = ordinal(pod, meaning.targetStatefulSet);
+  return at === undefined ? undefined : meaning.shards.find((s) => s.podOrdinals?.includes(at));
 }
 
 /**

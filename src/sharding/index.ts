@@ -33,6 +33,7 @@ export {
 } from './plan-format.js';
 export {
   bucketsOfLimits,
+  shardOfPod,
   shardsOfConfig,
   shardsOfConfigs,
   type ConfigHome,

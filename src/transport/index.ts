@@ -3,6 +3,8 @@ export {
   ROUTE_TABLE_SCHEMA_VERSION,
   RouteTableSchema,
   type ClusterRoute,
+  type TableRule,
+  type TableWebhook,
   type RouteTable,
 } from './route-table.js';
 export { Buckets, Keys, Subjects, decodeToken, encodeToken, type BucketName } from './names.js';
@@ -47,4 +49,6 @@ export {
   subscribeAcks,
   watchRouteTable,
   watchRouteTables,
+  watchStoredAcks,
+  type AckRule,
 } from './routes.js';

@@ -83,7 +83,16 @@ export const ReportedObjectSchema = Type.Object(
 );
 
 export const ReportedPodSchema = Type.Object(
-  { namespace: Type.String(), name, labels, ready: Type.Boolean() },
+  {
+    namespace: Type.String(),
+    name,
+    labels,
+    ready: Type.Boolean(),
+    /** status.podIP, once assigned. */
+    ip: Type.Optional(Type.String({ minLength: 1, maxLength: 45 })),
+    /** The shard (`<cluster>/<config>`) the pod runs, as the sidecar injector decides it. */
+    shard: Type.Optional(name),
+  },
   { additionalProperties: false },
 );
 
@@ -129,6 +138,24 @@ export const AckSchema = Type.Object(
     version: Type.Integer({ minimum: 0 }),
     /** Which proxy (pod) acknowledges; informational. */
     from: Type.Optional(Type.String()),
+    /**
+     * The table's cluster rules this proxy has in force (those whose selector matches its pod). Sent again for the
+     * same version when that set changes; the agents write it into the rules' status.
+     */
+    rules: Type.Optional(
+      Type.Array(
+        Type.Object(
+          {
+            kind: Type.Union([Type.Literal('CircuitBreaker'), Type.Literal('FaultInjection')]),
+            namespace: Type.String({ minLength: 1 }),
+            name,
+            generation: Type.Integer({ minimum: 0 }),
+          },
+          { additionalProperties: false },
+        ),
+        { maxItems: 1000 },
+      ),
+    ),
     ackedAt: timestamp,
   },
   { additionalProperties: false },

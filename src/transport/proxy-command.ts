@@ -10,6 +10,11 @@ import { durationArg, flagArg, listArg, natsArgs, type NatsCommandOptions } from
 export const PROXY_API_PORT = 5443;
 /** The proxy's /healthz, /readyz and /metrics port: the sidecar's (Prometheus scrapes the pod here), and the default of `--ops-listen`. */
 export const PROXY_OPS_PORT = 5441;
+/**
+ * The proxy's admission webhook port (`--webhook-listen`, all interfaces): a webhook operator's Service reaches the
+ * proxy here, and the proxy sends each review to the shard that owns its object.
+ */
+export const PROXY_WEBHOOK_PORT = 5445;
 
 export interface ProxyCommandOptions extends NatsCommandOptions {
   /** Public keys (N...) of the hubs' route-table signing keys (`--route-signer`, one each). */
@@ -32,10 +37,20 @@ export interface ProxyCommandOptions extends NatsCommandOptions {
   egressListen?: string;
   /** CircuitBreaker / FaultInjection manifests (`--rules`, one each). */
   rules?: readonly string[];
+  /** The pod's labels as the downward API writes them (`--pod-labels`): which cluster rules select this proxy. */
+  podLabels?: string;
   /** The name in its acknowledgements (`--pod-name`; absent, $POD_NAME). */
   podName?: string;
   /** How long before its lease ends the proxy fences itself (`--lease-margin`). */
   leaseMarginMs?: number;
+  /** The admission webhook listener, `HOST:PORT` (`--webhook-listen`; only with `webhookPort`). */
+  webhookListen?: string;
+  /** The operator's webhook port (`--webhook-port`): the proxy serves its webhook and routes each review. */
+  webhookPort?: number;
+  /** Where the operator's webhook certificate is, `tls.crt`, `tls.key` and optionally `ca.crt` (`--webhook-cert-dir`). */
+  webhookCertDir?: string;
+  /** How long the owning shard has to answer a review (`--webhook-timeout`). */
+  webhookTimeoutMs?: number;
 }
 
 /** `['proxy', '--nats=…', …]`: the subcommand and its flags, in `--flag=value` form, for `ctrlmesh` (or its image). */
@@ -53,7 +68,12 @@ export function proxyCommandArgs(options: ProxyCommandOptions): string[] {
     `--credentials=${options.credentials}`,
     ...flagArg('egress-listen', options.egressListen),
     ...listArg('rules', options.rules),
+    ...flagArg('pod-labels', options.podLabels),
     ...flagArg('pod-name', options.podName),
     ...durationArg('lease-margin', options.leaseMarginMs),
+    ...flagArg('webhook-listen', options.webhookListen),
+    ...flagArg('webhook-port', options.webhookPort),
+    ...flagArg('webhook-cert-dir', options.webhookCertDir),
+    ...durationArg('webhook-timeout', options.webhookTimeoutMs),
   ];
 }

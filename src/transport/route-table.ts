@@ -33,6 +33,39 @@ export const ClusterRouteSchema = Type.Object(
   { additionalProperties: false },
 );
 
+/**
+ * A CircuitBreaker or FaultInjection of the operator's namespace in the shard's home cluster, as the hub validated
+ * it. The proxy applies it when `selector` matches its own pod's labels, after validating `manifest` again (it
+ * builds its rules from it).
+ */
+export const TableRuleSchema = Type.Object(
+  {
+    kind: Type.Union([Type.Literal('CircuitBreaker'), Type.Literal('FaultInjection')]),
+    namespace: Type.String({ minLength: 1 }),
+    name: Type.String({ minLength: 1 }),
+    generation: Type.Integer({ minimum: 0 }),
+    /** `spec.selector`: the pods whose proxies apply it; absent selects every pod of the namespace. */
+    selector: Type.Optional(LabelSelectorSchema),
+    /** apiVersion, kind, metadata.name/namespace/generation and spec, as `validateManifest` takes it. */
+    manifest: Type.Unknown(),
+  },
+  { additionalProperties: false },
+);
+
+/**
+ * For an operator whose ShardingConfig has `spec.webhook`: where each shard's operator serves it, so a proxy can
+ * send an AdmissionReview to the shard that owns the object (`clusters[].bucketOwners` says which shard that is).
+ */
+export const TableWebhookSchema = Type.Object(
+  {
+    /** The operator's webhook port (`spec.webhook.port`), on every pod of every shard. */
+    port: Type.Integer({ minimum: 1, maximum: 65535 }),
+    /** Ready pod IPs per shard (from the agents' reports); a shard without one cannot answer. */
+    endpoints: Type.Record(Type.String({ minLength: 1 }), Type.Array(Type.String({ minLength: 1 }))),
+  },
+  { additionalProperties: false },
+);
+
 export const RouteTableSchema = Type.Object(
   {
     schema: Type.Literal(ROUTE_TABLE_SCHEMA_VERSION),
@@ -55,11 +88,16 @@ export const RouteTableSchema = Type.Object(
     /** Seconds without contact to NATS after which the proxy stops serving (self-fencing). */
     leaseSeconds: Type.Integer({ minimum: 1 }),
     clusters: Type.Array(ClusterRouteSchema),
+    /** Cluster rules for this shard's pods (absent: none; `--rules` files apply either way). */
+    rules: Type.Optional(Type.Array(TableRuleSchema)),
+    webhook: Type.Optional(TableWebhookSchema),
   },
   { additionalProperties: false },
 );
 
 export type ClusterRoute = Static<typeof ClusterRouteSchema>;
+export type TableRule = Static<typeof TableRuleSchema>;
+export type TableWebhook = Static<typeof TableWebhookSchema>;
 export type RouteTable = Static<typeof RouteTableSchema>;
 
 /**

@@ -9,7 +9,7 @@ import { openBucket } from './buckets.js';
 import { watchKv, type Watch } from './kv-watch.js';
 import { Messages, MESSAGE_SCHEMA_VERSION, type Ack, type RenewReply } from './messages.js';
 import { Buckets, Keys, Subjects } from './names.js';
-import { encodeMessage } from './codec.js';
+import { encodeMessage, receiveMessage } from './codec.js';
 import { publishMessage, subscribeMessages } from './pubsub.js';
 import type { RouteTable } from './route-table.js';
 
@@ -100,6 +100,25 @@ export function watchRouteTables(options: WatchRouteTablesOptions): Watch {
   });
 }
 
+/**
+ * Follows the acknowledgements the hub leader stored (state bucket, `ack.<operator>.<shard>`): the latest of each
+ * shard, with the cluster rules its proxy has in force. `onAck` gets each valid one, and `undefined` for a shard
+ * whose ack was deleted; a value stored under another shard's key is dropped.
+ */
+export function watchStoredAcks(options: { link: NatsLink; logger: Logger; onAck: (key: string, ack: Ack | undefined) => void }): Watch {
+  return watchKv({
+    link: options.link,
+    open: () => openBucket(options.link.js, Buckets.state),
+    key: Keys.ackAll,
+    logger: options.logger,
+    onEntry: (entry) => {
+      if (entry.operation !== 'PUT') return options.onAck(entry.key, undefined);
+      const ack = receiveMessage(Messages.ack, entry.value, { logger: options.logger, source: `${Buckets.state}/${entry.key}` });
+      if (ack && entry.key === Keys.ack(ack.operator, ack.shard)) options.onAck(entry.key, ack);
+    },
+  });
+}
+
 export interface AcknowledgeOptions {
   link: NatsLink;
   operator: string;
@@ -107,8 +126,13 @@ export interface AcknowledgeOptions {
   version: number;
   /** The acknowledging proxy (pod name). */
   from?: string;
+  /** The table's cluster rules the proxy has in force (absent: the table has none it applies). */
+  rules?: AckRule[];
   now?: Date;
 }
+
+/** One cluster rule a proxy has in force, as its acknowledgement names it. */
+export type AckRule = NonNullable<Ack['rules']>[number];
 
 /**
  * A proxy tells the hub it has applied `version` of its route table. Fire-and-forget: a lost ack only delays a
@@ -122,6 +146,7 @@ export function acknowledge(options: AcknowledgeOptions): void {
     version: options.version,
     ackedAt: (options.now ?? new Date()).toISOString(),
     ...(options.from ? { from: options.from } : {}),
+    ...(options.rules?.length ? { rules: options.rules } : {}),
   };
   publishMessage(options.link, Subjects.ack(options.operator, options.shard), Messages.ack, ack);
 }

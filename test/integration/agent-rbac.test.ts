@@ -118,6 +118,28 @@ describe("an agent under the agent chart's ClusterRole, in a real API server", (
       };
       expect(config.status?.conditions?.length ?? 0).toBeGreaterThan(0);
     }, 30_000);
+    // A CircuitBreaker's status too (circuitbreakers/status: patch), with the condition naming the field at fault.
+    await admin.makeApiClient(CustomObjectsApi).createNamespacedCustomObject({
+      group: GROUP,
+      version: 'v1alpha1',
+      namespace: operators,
+      plural: 'circuitbreakers',
+      body: {
+        apiVersion: `${GROUP}/v1alpha1`,
+        kind: 'CircuitBreaker',
+        metadata: { name: 'limits' },
+        spec: { trafficInterceptRules: [{ name: 'x', interceptType: 'Blacklist', contentType: 'Regexp', contents: ['('] }] },
+      },
+    });
+    await eventually(async () => {
+      const rule = (await admin
+        .makeApiClient(CustomObjectsApi)
+        .getNamespacedCustomObject({ group: GROUP, version: 'v1alpha1', namespace: operators, plural: 'circuitbreakers', name: 'limits' })) as {
+        status?: { conditions?: { type: string; status: string; message: string }[]; proxies?: unknown[] };
+      };
+      expect(rule.status?.conditions?.find((c) => c.type === 'Invalid')).toMatchObject({ status: 'True', message: expect.stringMatching(/^spec\.trafficInterceptRules\[0\]\.contents\[0\]: /) });
+      expect(rule.status?.proxies).toEqual([]);
+    }, 30_000);
     await eventually(async () => {
       const hook = await admin.makeApiClient(AdmissionregistrationV1Api).readMutatingWebhookConfiguration({ name: `ctrlmesh-agent-${registryName}` });
       expect(hook.webhooks?.map((w) => w.name)).toEqual(

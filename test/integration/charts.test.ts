@@ -176,6 +176,8 @@ describe('Helm charts', () => {
         'ctrlmesh.kusionstack.io/circuitbreakers: list,watch',
         'ctrlmesh.kusionstack.io/faultinjections: list,watch',
         'ctrlmesh.kusionstack.io/shardingconfigs/status: patch',
+        'ctrlmesh.kusionstack.io/circuitbreakers/status: patch',
+        'ctrlmesh.kusionstack.io/faultinjections/status: patch',
         '/namespaces: list,watch,patch',
         '/pods: list,watch',
         'admissionregistration.k8s.io/mutatingwebhookconfigurations[ctrlmesh-agent-eu-west-1]: get,update,delete',

@@ -181,6 +181,29 @@ describe('the control-plane bus tried as an attacker would (TLS + JWT auth, a re
     expect(own).toBe('done');
   });
 
+  it("an agent identity watches the hub's stored acknowledgements (for the rules' status) and reads nothing else of its state", async () => {
+    const agent = await as({ role: 'agent', cluster: a });
+    const state = await new Kvm(agent).open(Buckets.state);
+    // The positive control: the proxy's stored acknowledgement, by the one way an agent reads it (a watch of ack.*.*).
+    const acks = await state.watch({ key: Keys.ackAll });
+    for await (const entry of acks) {
+      expect(entry.key).toBe(Keys.ack(operator, shard));
+      break;
+    }
+    const watchOf = (key: string) => async (): Promise<void> => {
+      const watch = await state.watch({ key });
+      for await (const _ of watch) return;
+    };
+    const reads = {
+      reports: await attempt(watchOf(Keys.reportAll)),
+      handovers: await attempt(watchOf(Keys.handoverAll)),
+      everything: await attempt(watchOf('>')),
+      get: await attempt(() => state.get(Keys.ack(operator, shard))),
+      put: await attempt(() => state.put(Keys.ack(operator, shard), encode({ schema: 1 }))),
+    };
+    expect(reads).toEqual({ reports: 'refused', handovers: 'refused', everything: 'refused', get: 'refused', put: 'refused' });
+  });
+
   it("a proxy identity reads only its own route table and acknowledges only for its own shard", async () => {
     const other = `${a}/someone-else`;
     const mine = await as({ role: 'proxy', operator, shard });

@@ -7,6 +7,7 @@ import { promisify } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CustomObjectsApi, KubeConfig, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { pino } from 'pino';
+import { Agent, request as undiciRequest } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEMO_NAMESPACE, DEMO_OPERATOR, startDemoMesh, type DemoMesh } from '../../src/demo/index.js';
 import { startPrometheus, type PrometheusHandle, type ScrapeTarget } from '../../src/dev/index.js';
@@ -24,6 +25,17 @@ function egressGet(proxyUrl: string, target: string): Promise<number> {
     req.on('error', reject);
     req.end();
   });
+}
+
+/** An AdmissionReview of a ConfigMap in `namespace` sent to a proxy's webhook listener; resolves the status code. */
+async function admissionReview(mesh: DemoMesh, url: string, namespace: string): Promise<number> {
+  const dispatcher = new Agent({ connect: { ca: mesh.webhook?.caPem, servername: mesh.webhook?.serverName } });
+  const request = { uid: `review-${namespace}`, kind: { group: '', version: 'v1', kind: 'ConfigMap' }, namespace, name: 'settings', operation: 'CREATE', object: { metadata: { name: 'settings', namespace } } };
+  const body = JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request });
+  const answer = await undiciRequest(`${url}/validate`, { method: 'POST', dispatcher, headers: { 'content-type': 'application/json' }, body });
+  await answer.body.dump();
+  await dispatcher.close();
+  return answer.statusCode;
 }
 
 const run = promisify(execFile);
@@ -54,6 +66,7 @@ describe('dashboards against a real Prometheus scraping a running hub, agents an
       shards: 3,
       workloadNamespaces: 4,
       ruleFiles: [rules],
+      webhook: true,
       onProgress: (m) => logger.info(m),
       logger,
     });
@@ -98,6 +111,11 @@ describe('dashboards against a real Prometheus scraping a running hub, agents an
     );
     const refused = await egressGet(mesh.shards[0]?.egressUrl as string, 'http://127.0.0.1:9/blocked');
     expect(refused).toBe(403);
+    // Admission reviews through one proxy's webhook listener: its own buckets answered by its operator, the others'
+    // owned by shards with no pod to reach (the demo runs no pods), so answered 503.
+    const codes = await Promise.all(Array.from({ length: 32 }, (_, i) => admissionReview(mesh, mesh.shards[0]?.webhookUrl as string, `review-${i}`)));
+    expect(codes).toContain(200);
+    expect(codes).toContain(503);
     // Rates need two samples of each series inside the window: wait for a few scrapes of the running mesh.
     const empty: string[] = [];
     for (let attempt = 0; attempt < 60; attempt++) {

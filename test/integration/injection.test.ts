@@ -93,11 +93,17 @@ describe('sidecar injection by the agent webhook, in a real API server', () => {
       '--store=/var/run/ctrlmesh/route-table.json',
       `--write-kubeconfig=${KUBECONFIG}`,
       `--credentials=${CREDENTIALS}/kubeconfig`,
+      '--pod-labels=/etc/ctrlmesh/pod-info/labels',
     ]);
     expect(sidecar?.volumeMounts).toEqual([
       { name: 'ctrlmesh-kubeconfig', mountPath: '/var/run/ctrlmesh' },
       { name: 'ctrlmesh-proxy-credentials', mountPath: CREDENTIALS, readOnly: true },
+      { name: 'ctrlmesh-pod-info', mountPath: '/etc/ctrlmesh/pod-info', readOnly: true },
     ]);
+    // The pod's own labels, kept by the kubelet: which CircuitBreakers and FaultInjections select this proxy.
+    expect(created.spec?.volumes?.find((v) => v.name === 'ctrlmesh-pod-info')?.downwardAPI).toMatchObject({
+      items: [{ path: 'labels', fieldRef: { fieldPath: 'metadata.labels' } }],
+    });
     expect(created.spec?.volumes?.find((v) => v.name === 'ctrlmesh-kubeconfig')?.emptyDir).toEqual({});
     // One Secret of the pod's namespace; only this shard's identity is projected into the proxy, owner-read only.
     expect(created.spec?.volumes?.find((v) => v.name === 'ctrlmesh-proxy-credentials')?.secret).toEqual({
@@ -116,7 +122,7 @@ describe('sidecar injection by the agent webhook, in a real API server', () => {
     expect(manager?.volumeMounts).toContainEqual({ name: 'ctrlmesh-kubeconfig', mountPath: '/var/run/ctrlmesh', readOnly: true });
     expect(shipper?.env).toEqual([{ name: 'LEVEL', value: 'info' }]);
     expect(shipper?.volumeMounts?.some((m) => m.name === 'ctrlmesh-kubeconfig') ?? false).toBe(false);
-    expect([manager, shipper].some((c) => c?.volumeMounts?.some((m) => m.name === 'ctrlmesh-proxy-credentials'))).toBe(false);
+    expect([manager, shipper].some((c) => c?.volumeMounts?.some((m) => m.name === 'ctrlmesh-proxy-credentials' || m.name === 'ctrlmesh-pod-info'))).toBe(false);
     expect(created.metadata?.annotations?.['ctrlmesh.kusionstack.io/sharding-config']).toBe('demo');
   });
 

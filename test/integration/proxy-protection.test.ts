@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startApiServer, writeKubeconfig, type ApiServerHandle } from '../../src/dev/index.js';
 import { createRegistry, createProxyMetrics } from '../../src/metrics/index.js';
 import { judge, loadRules, startEgressProxy } from '../../src/proxy/index.js';
-import { HASH_LABEL, bucket, clusterRoute, code, routeTable, settles, silent, startTestProxy, type TestProxy } from './helpers/proxy.js';
+import { HASH_LABEL, bucket, clusterRoute, code, routeTable, settles, sharedNamespace, silent, startTestProxy, type TestProxy } from './helpers/proxy.js';
 import { cluster, kubeConfigFor, testbed, uniqueName } from './helpers/testbed.js';
 
 // The reference examples, as copied into the repository (test/unit/api/examples) from shared/reference/examples.
@@ -112,13 +112,7 @@ describe('the reference CircuitBreaker and FaultInjection examples', () => {
 
   beforeAll(async () => {
     // ns-a is a shared name in the bed (other files use it too): wait out another file's deletion, never delete it.
-    await settles(async () => {
-      const phase = await admin.readNamespace({ name: ns }).then(
-        (found) => found.status?.phase,
-        () => admin.createNamespace({ body: { metadata: { name: ns } } }).then((made) => made.status?.phase ?? 'Active'),
-      );
-      expect(phase).toBe('Active');
-    }, 60_000);
+    await sharedNamespace(admin, ns);
     for (let i = 0; i < 12; i++) {
       await admin.createNamespacedPod({ namespace: ns, body: { metadata: { name: pod(i), labels: { [HASH_LABEL]: '15' } }, spec: { containers: [{ name: 'c', image: 'busybox' }] } } });
     }

@@ -1,7 +1,8 @@
 import { readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { AdmissionregistrationV1Api, PatchStrategy, setHeaderOptions, type V1Pod } from '@kubernetes/client-node';
+import { AdmissionregistrationV1Api, ApiException, PatchStrategy, setHeaderOptions, type V1Pod } from '@kubernetes/client-node';
+import { Agent, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { INJECT_PATH, PROXY_SECRET_KEYS } from '../../src/agent/index.js';
 import { startNodeBed, type NodeBed } from '../../src/dev/index.js';
@@ -12,6 +13,19 @@ import { applyAll, clients, deleteIfPresent, isReady, podLog, readyPods, type Cl
 import { putOperatorSecret } from './proxy-secret.js';
 import { credentialsAccount, operatorAccess, rootConfig, statefulSet, type OperatorSpec } from './operators.js';
 import { fooCrd } from './sample-controller.js';
+import {
+  CERT_DIR,
+  WEBHOOK_NAMESPACE_LABEL,
+  WEBHOOK_PORT,
+  WEBHOOK_PORT_NAME,
+  figuresSince,
+  formatFigures,
+  uniqueKeyWebhook,
+  webhookCertificate,
+  webhookFigures,
+  webhookOperatorObjects,
+  type WebhookFigures,
+} from './webhook-operator.js';
 
 const HASH_LABEL = 'ctrlmesh.kusionstack.io/sharding-hash';
 const WORKLOAD_NAMESPACES = 8;
@@ -88,12 +102,12 @@ describe('the mesh on a real node: helm-installed, injected, sharded operators i
     throw new Error('no hub pod leads');
   };
   /** Which pod (by its shard's ordinal) owns each workload namespace's bucket, per the hub's published tables. */
-  const owners = async (operator: string, statefulSetName: string): Promise<Map<string, string>> => {
+  const owners = async (operator: string, statefulSetName: string, namespaces: readonly string[] = workloads): Promise<Map<string, string>> => {
     const status = await hubStatus();
     const op = status.operators.find((o) => o.operator === operator);
     if (!op || op.pending.length > 0) throw new Error(`${operator}: ${op ? `${op.pending.length} handovers pending` : 'no tables yet'}`);
     const out = new Map<string, string>();
-    for (const ns of workloads) {
+    for (const ns of namespaces) {
       const bucket = (await c.core.readNamespace({ name: ns })).metadata?.labels?.[HASH_LABEL];
       const shard = op.shards.find((s) => Object.values(s.buckets).some((b) => b.map(String).includes(String(bucket))));
       const id = shard ? /-(\d+)-normal$/.exec(shard.name)?.[1] : undefined;
@@ -342,5 +356,200 @@ describe('the mesh on a real node: helm-installed, injected, sharded operators i
         ].join('\n'),
       );
     });
+  });
+
+  describe('an operator whose validating webhook reads its own cache, as 3 shards behind their proxies', () => {
+    const SERVICE = 'hook-webhook';
+    const SELECTOR = { app: 'hook' };
+    const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+    // Their buckets (fnv) fall in each of the 3 shards' runs: 0-10, 11-21, 22-31; the test checks it with the hub.
+    const namespaces = Array.from({ length: 8 }, (_, i) => `hook-${i}`);
+    const ADMITTED = /^admission (\S+)\/(\S+) shard=(\S+) allowed=(true|false)$/;
+    let op: OperatorSpec;
+    let operator: string;
+    let caPem: string;
+    /** Namespace → the pod of the shard owning it. */
+    let expected: Map<string, string>;
+    const shardOf = (pod: string): string => `${bed.info.mesh.cluster}/${op.prefix}-${Number(/-(\d+)$/.exec(pod)?.[1]) + 1}-normal`;
+
+    /** Creates a ConfigMap under the webhook: undefined when admitted, else the API server's message. */
+    const create = async (namespace: string, name: string, key: string): Promise<string | undefined> => {
+      try {
+        await c.core.createNamespacedConfigMap({ namespace, body: { metadata: { name, labels: SELECTOR }, data: { key } } });
+        return undefined;
+      } catch (err) {
+        if (!(err instanceof ApiException)) throw err;
+        const body = typeof err.body === 'string' ? (JSON.parse(err.body) as { message?: string }) : (err.body as { message?: string });
+        return `${err.code}: ${body?.message ?? ''}`;
+      }
+    };
+    const admissions = (log: string): { namespace: string; name: string; pod: string; allowed: boolean }[] =>
+      log.split('\n').flatMap((line) => {
+        const m = ADMITTED.exec(line.trim());
+        return m ? [{ namespace: m[1] as string, name: m[2] as string, pod: m[3] as string, allowed: m[4] === 'true' }] : [];
+      });
+    /** Every proxy's webhook figures, by pod. */
+    const scrape = async (): Promise<Map<string, WebhookFigures>> => {
+      const pods = (await c.core.listNamespacedPod({ namespace: op.namespace, labelSelector: `app=${op.name}` })).items.filter(
+        (p) => p.status?.podIP && isReady(p) && !p.metadata?.deletionTimestamp,
+      );
+      return new Map(await Promise.all(pods.map(async (p) => [p.metadata?.name as string, await webhookFigures(p.status?.podIP as string)] as const)));
+    };
+    const total = (all: Map<string, WebhookFigures>, route: string, owner?: string): number =>
+      [...all.values()].flatMap((f) => f.requests).filter((r) => r.route === route && (owner === undefined || r.owner === owner)).reduce((sum, r) => sum + r.count, 0);
+
+    beforeAll(async () => {
+      op = {
+        ...demo(bed.info.images.controllermesh),
+        namespace: 'op-hook',
+        name: 'hook-operator',
+        prefix: 'hook',
+        args: ['--kubeconfig=/dev/null', '--shard=$(POD_NAME)', '--selector=app=hook', '--timestamps', `--webhook-port=${WEBHOOK_PORT}`, `--cert-dir=${CERT_DIR}`],
+      };
+      operator = `${op.namespace}/${op.prefix}-root`;
+      await applyAll(c, operatorAccess(op));
+      const token = await c.core.createNamespacedServiceAccountToken({ name: credentialsAccount(op), namespace: op.namespace, body: { spec: { audiences: [], expirationSeconds: 86_400 } } });
+      await putOperatorSecret(c.core, bed.info.mesh, {
+        namespace: op.namespace,
+        secretName: PROXY,
+        credentials: { server: bed.info.inClusterServer, caPem: bed.info.cluster.caPem, token: token.status?.token as string },
+        operator,
+        shards: [1, 2, 3].map((i) => `${bed.info.mesh.cluster}/${op.prefix}-${i}-normal`),
+      });
+      const cert = await webhookCertificate(SERVICE, op.namespace);
+      caPem = cert.caPem;
+      for (const ns of namespaces) await applyAll(c, [{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns, labels: { [WEBHOOK_NAMESPACE_LABEL]: 'true' } } }]);
+      await applyAll(c, webhookOperatorObjects(op, 3, cert, SERVICE));
+      await readyPods(c, op.namespace, `app=${op.name}`, 3);
+      await applyAll(c, [uniqueKeyWebhook(op, SERVICE, cert.caPem, SELECTOR)]);
+      expected = await eventually(async () => {
+        const found = await owners(operator, op.name, namespaces);
+        if (new Set(found.values()).size !== 3) throw new Error(`owners ${JSON.stringify([...found])}`);
+        return found;
+      }, 180_000, 1000);
+    }, 600_000);
+
+    afterAll(async () => {
+      await deleteIfPresent(() => c.kc.makeApiClient(AdmissionregistrationV1Api).deleteValidatingWebhookConfiguration({ name: `${op.name}-unique-key` }));
+    });
+
+    it('the proxy takes the webhook port: the port name moved, the certificate mounted read-only, the flags passed', async () => {
+      for (const pod of await readyPods(c, op.namespace, `app=${op.name}`, 3)) {
+        const proxy = pod.spec?.initContainers?.find((x) => x.name === PROXY);
+        expect(proxy?.ports).toEqual([expect.objectContaining({ name: WEBHOOK_PORT_NAME, containerPort: 5445 })]);
+        expect(proxy?.volumeMounts).toContainEqual(expect.objectContaining({ name: 'webhook-certs', mountPath: CERT_DIR, readOnly: true }));
+        expect(proxy?.args).toEqual(expect.arrayContaining(['--webhook-listen=0.0.0.0:5445', `--webhook-port=${WEBHOOK_PORT}`, `--webhook-cert-dir=${CERT_DIR}`]));
+        expect(pod.spec?.containers.find((x) => x.name === 'operator')?.ports?.[0]?.name).toBeUndefined();
+      }
+    });
+
+    it("the API server's reviews reach the shard owning each namespace, whose cache decides: a duplicate key is refused in every shard's namespaces", async () => {
+      // Every shard owns some of the namespaces.
+      expect(new Set(expected.values()).size).toBe(3);
+      // The first ConfigMap of each namespace, once the webhook answers there (tables and endpoints in place).
+      for (const ns of namespaces) {
+        await eventually(async () => {
+          const refused = await create(ns, 'first', `key-${ns}`);
+          if (refused && !refused.startsWith('409')) throw new Error(`${ns}: ${refused}`);
+        }, 120_000, 1000);
+      }
+      // Reconciled by its owner: the owner's informer has it in its cache.
+      await eventually(async () => {
+        for (const ns of namespaces) expect((await c.core.readNamespacedConfigMap({ name: 'first', namespace: ns })).metadata?.annotations?.[RECONCILED_BY], ns).toBe(expected.get(ns));
+      }, 120_000, 1000);
+      const steady = await scrape();
+      for (const ns of namespaces) {
+        const owner = expected.get(ns) as string;
+        expect(await create(ns, 'second', `key-${ns}`), ns).toContain(`data.key is already used by ConfigMap ${ns}/first (decided by shard ${owner})`);
+        expect(await create(ns, 'other-key', `other-${ns}`), ns).toBeUndefined();
+      }
+      // Each review was answered by the owner alone: every admission line of a pod is for a namespace it owns.
+      const pods = await readyPods(c, op.namespace, `app=${op.name}`, 3);
+      const lines = (await Promise.all(pods.map(async (p) => admissions(await podLog(c, op.namespace, p.metadata?.name as string, 'operator'))))).flat();
+      const perPod = new Map<string, number>();
+      for (const line of lines) {
+        expect(line.pod, `${line.namespace}/${line.name}`).toBe(expected.get(line.namespace));
+        perPod.set(line.pod, (perPod.get(line.pod) ?? 0) + 1);
+      }
+      for (const ns of namespaces) expect(lines.filter((l) => l.namespace === ns && l.name === 'second').map((l) => l.allowed), ns).toEqual([false]);
+      expect(perPod.size).toBe(3);
+      // What a shard that does not own the namespace would have said: its cache lacks `first`, so it would admit.
+      const dispatcher = new Agent({ connect: { ca: caPem, servername: `${SERVICE}.${op.namespace}.svc` } });
+      const ns = namespaces[0] as string;
+      const review = { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request: { uid: 'probe', kind: { group: '', version: 'v1', kind: 'ConfigMap' }, namespace: ns, name: 'probe', operation: 'CREATE', object: { metadata: { name: 'probe', namespace: ns }, data: { key: `key-${ns}` } } } };
+      const decisions = new Map<string, boolean>();
+      for (const pod of pods) {
+        const answer = await request(`https://${pod.status?.podIP}:${WEBHOOK_PORT}/validate`, { method: 'POST', dispatcher, headers: { 'content-type': 'application/json' }, body: JSON.stringify(review) });
+        decisions.set(pod.metadata?.name as string, ((await answer.body.json()) as { response: { allowed: boolean } }).response.allowed);
+      }
+      await dispatcher.close();
+      expect([...decisions].filter(([, allowed]) => !allowed).map(([pod]) => pod)).toEqual([expected.get(ns)]);
+      // The proxies' metric: reviews answered by their own operator and sent on to the owner's pod.
+      const scraped = await scrape();
+      expect(total(scraped, 'local')).toBeGreaterThan(0);
+      expect(total(scraped, 'forwarded')).toBeGreaterThan(0);
+      process.stderr.write(
+        [
+          `webhook figures: ${lines.length} admissions by the owners (${[...perPod].map(([pod, n]) => `${pod} ${n}`).join(', ')}); per proxy, since it started:`,
+          ...[...scraped].map(([pod, f]) => `  proxy of ${pod}: ${formatFigures(f)}`),
+          'per proxy, the duplicate and other-key creates alone (tables and pods settled):',
+          ...[...scraped].map(([pod, f]) => `  proxy of ${pod}: ${formatFigures(figuresSince(f, steady.get(pod)))}`),
+          '',
+        ].join('\n'),
+      );
+    }, 420_000);
+
+    it("stopping a shard's pod makes admission in its namespaces fail as failurePolicy Fail says, while the others still answer", async () => {
+      const victim = `${op.name}-2`;
+      const down = namespaces.filter((ns) => expected.get(ns) === victim);
+      const up = namespaces.filter((ns) => expected.get(ns) !== victim);
+      expect(down.length).toBeGreaterThan(0);
+      const shard = shardOf(victim);
+      // Reviews of the shard answered before (while the tables had no endpoint for it yet, at start).
+      const before = await scrape();
+      await c.apps.patchNamespacedStatefulSet({ name: op.name, namespace: op.namespace, body: { spec: { replicas: 2 } } }, mergePatch);
+      await readyPods(c, op.namespace, `app=${op.name}`, 2);
+      const stopped = Date.now();
+      const messages: string[] = [];
+      for (const ns of down) {
+        const refused = await eventually(async () => {
+          const message = await create(ns, 'during-outage', `outage-${ns}`);
+          if (message === undefined) {
+            await c.core.deleteNamespacedConfigMap({ name: 'during-outage', namespace: ns });
+            throw new Error(`${ns}: admitted while its owner is down`);
+          }
+          return message;
+        }, 60_000, 500);
+        expect(refused, ns).toContain('failed calling webhook');
+        messages.push(refused);
+      }
+      const failing = Date.now() - stopped;
+      for (const ns of up) {
+        expect(await create(ns, 'during-outage', `outage-${ns}`), ns).toBeUndefined();
+        expect(await create(ns, 'second-again', `key-${ns}`), ns).toContain(`decided by shard ${expected.get(ns)}`);
+      }
+      // Once the agent reports the pod gone, the tables list no endpoint for the shard: answered 503 without trying.
+      const since = (now: Map<string, WebhookFigures>, route: string): number => total(now, route, shard) - total(before, route, shard);
+      const scraped = await eventually(async () => {
+        expect(await create(down[0] as string, 'during-outage', 'again')).toContain('failed calling webhook');
+        const now = await scrape();
+        if (since(now, 'unowned') === 0) throw new Error(`no review of ${shard} answered as unowned yet`);
+        return now;
+      }, 60_000, 1000);
+      process.stderr.write(
+        `webhook outage: ${down.length} namespaces of ${shard} refused within ${(failing / 1000).toFixed(1)} s of its pod stopping ` +
+          `(${messages[0]}); answers for it since: failed ${since(scraped, 'failed')} (its pod unreachable), unowned ${since(scraped, 'unowned')} ` +
+          `(no endpoint left in the tables); ${up.length} other namespaces served\n`,
+      );
+      // Back: the shard's pod again, and its namespaces admitted again.
+      await c.apps.patchNamespacedStatefulSet({ name: op.name, namespace: op.namespace, body: { spec: { replicas: 3 } } }, mergePatch);
+      await readyPods(c, op.namespace, `app=${op.name}`, 3);
+      for (const ns of down) {
+        await eventually(async () => {
+          const message = await create(ns, 'after-outage', `after-${ns}`);
+          if (message && !message.startsWith('409')) throw new Error(`${ns}: ${message}`);
+        }, 120_000, 1000);
+      }
+    }, 420_000);
   });
 });

@@ -3,12 +3,13 @@ import { formatDuration, type ListenAddress } from '../../api/index.js';
 import { UsageError } from '../../errors.js';
 import {
   FileRouteSource,
-  FileRuleSource,
   NatsRouteSource,
   PROXY_DEFAULTS,
+  PROXY_WEBHOOK_DEFAULTS,
   ProxyConfigSchema,
   TableStore,
   createKubeconfigWriter,
+  liveRulesFromFiles,
   loadCredentials,
   parseProxyConfig,
   startProxy,
@@ -25,10 +26,30 @@ function listenAddress(ctx: CommandContext, name: string, fallback: ListenAddres
   return value === undefined ? fallback : parseListen(name, value);
 }
 
+/** The webhook listener, with --webhook-port (and --webhook-cert-dir); the other webhook flags need them. */
+function webhookConfig(ctx: CommandContext): ProxyConfig['webhook'] {
+  const port = stringValue(ctx, 'webhook-port');
+  const certDir = stringValue(ctx, 'webhook-cert-dir');
+  if (port === undefined) {
+    const stray = ['webhook-cert-dir', 'webhook-listen', 'webhook-timeout'].filter((f) => stringValue(ctx, f) !== undefined);
+    if (stray.length > 0) throw new UsageError(`${stray.map((f) => `--${f}`).join(', ')} need --webhook-port (the operator's webhook port)`);
+    return undefined;
+  }
+  if (certDir === undefined || certDir === '') throw new UsageError('--webhook-port needs --webhook-cert-dir (where tls.crt and tls.key are)');
+  const field = ProxyConfigSchema.properties.webhook;
+  return {
+    listen: listenAddress(ctx, 'webhook-listen', PROXY_WEBHOOK_DEFAULTS.listen),
+    operatorPort: intValue(ctx, 'webhook-port', 0, field.properties.operatorPort),
+    certDir,
+    timeoutMs: durationValue(ctx, 'webhook-timeout', PROXY_WEBHOOK_DEFAULTS.timeoutMs, field.properties.timeoutMs),
+  };
+}
+
 function proxyConfig(ctx: CommandContext): ProxyConfig {
   const field = ProxyConfigSchema.properties;
   const breaker = field.breaker.properties;
   const egress = stringValue(ctx, 'egress-listen');
+  const webhook = webhookConfig(ctx);
   return usableOptions(
     parseProxyConfig({
       api: listenAddress(ctx, 'listen', PROXY_DEFAULTS.api),
@@ -48,6 +69,7 @@ function proxyConfig(ctx: CommandContext): ProxyConfig {
         allowImpersonation: ctx.values['allow-impersonation'] === true,
       },
       lease: { marginMs: durationValue(ctx, 'lease-margin', PROXY_DEFAULTS.lease.marginMs, field.lease.properties.marginMs) },
+      ...(webhook ? { webhook } : {}),
     }),
   );
 }
@@ -80,7 +102,7 @@ function routeSigners(ctx: CommandContext): string[] {
 export const proxyCommand: Command = {
   name: 'proxy',
   summary: 'Run the sidecar proxy: route by cluster, enforce the shard, break circuits, limit, inject faults.',
-  usage: '(--route-table FILE | --nats URL --operator NS/NAME --shard NAME) --credentials KUBECONFIG [--store FILE] [--rules FILE]...',
+  usage: '(--route-table FILE | --nats URL --operator NS/NAME --shard NAME) --credentials KUBECONFIG [--store FILE] [--rules FILE]... [--pod-labels FILE]',
   details:
     'Route tables come from --route-table (re-read when it changes) or from the hub through NATS (--nats, acknowledged\n' +
     'there; only tables signed by a --route-signer key are applied). The last applied table is kept in --store and served from there\n' +
@@ -88,7 +110,11 @@ export const proxyCommand: Command = {
     'fences itself (serves no bucket; /readyz says so). --credentials is a kubeconfig whose context names\n' +
     'are the cluster names of the route table (client certificates or tokens; servers and CAs come from the table).\n' +
     '/healthz, /readyz and /metrics are on --ops-listen. With --egress-listen, external REST calls sent through\n' +
-    'that HTTP proxy (HTTP_PROXY/HTTPS_PROXY) are judged by the CircuitBreaker and FaultInjection rules of --rules.',
+    'that HTTP proxy (HTTP_PROXY/HTTPS_PROXY) are judged by the CircuitBreaker and FaultInjection rules in force:\n' +
+    'those of --rules and the route table\'s cluster rules whose selector matches the pod\'s labels (--pod-labels; without\n' +
+    'it only cluster rules without a selector); a --rules rule replaces a cluster rule of the same kind and name.\n' +
+    "With --webhook-port, the operator's admission webhook is served on --webhook-listen and each review is sent to\n" +
+    'the shard owning its namespace, or answered 503 when none can answer (docs/webhooks.md).',
   options: {
     'route-table': { type: 'string', valueName: 'FILE', description: 'route table JSON (as the hub publishes it)' },
     ...natsOptions,
@@ -103,6 +129,11 @@ export const proxyCommand: Command = {
     'egress-listen': { type: 'string', valueName: 'HOST:PORT', description: 'HTTP proxy for external REST calls (off unless given)' },
     'write-kubeconfig': { type: 'string', valueName: 'FILE', description: "keep the operator's kubeconfig here (a context per cluster of the table)" },
     rules: { type: 'string', multiple: true, valueName: 'FILE', description: 'CircuitBreaker / FaultInjection manifests (repeatable; re-read on change)' },
+    'pod-labels': {
+      type: 'string',
+      valueName: 'FILE',
+      description: "the pod's labels (downward API metadata.labels; re-read on change): which of the table's cluster rules select it",
+    },
     'upstream-timeout': {
       type: 'string',
       valueName: 'DURATION',
@@ -123,13 +154,25 @@ export const proxyCommand: Command = {
     },
     'allow-impersonation': { type: 'boolean', description: "pass the operator's Impersonate-* headers (acting with the proxy's identity's impersonate rights)" },
     'lease-margin': { type: 'string', valueName: 'DURATION', description: `with --nats: fence this long before the lease ends (default ${formatDuration(PROXY_DEFAULTS.lease.marginMs)})` },
+    'webhook-port': { type: 'string', valueName: 'PORT', description: "the operator's admission webhook port: serve it and send each review to the owning shard" },
+    'webhook-cert-dir': { type: 'string', valueName: 'DIR', description: "with --webhook-port: the webhook's tls.crt, tls.key and optional ca.crt (reloaded on change)" },
+    'webhook-listen': {
+      type: 'string',
+      valueName: 'HOST:PORT',
+      description: `with --webhook-port: where the API server reaches the webhook (default ${hostPort(PROXY_WEBHOOK_DEFAULTS.listen)})`,
+    },
+    'webhook-timeout': {
+      type: 'string',
+      valueName: 'DURATION',
+      description: `with --webhook-port: how long the owning shard has to answer before 503 (default ${formatDuration(PROXY_WEBHOOK_DEFAULTS.timeoutMs)})`,
+    },
   },
   run: async (ctx) => {
     const config = proxyConfig(ctx);
     const source = routeSource(ctx);
     const credentials = loadCredentials(requiredString(ctx, 'credentials'));
-    const ruleFiles = stringList(ctx, 'rules');
     const { logger } = ctx;
+    const podLabels = stringValue(ctx, 'pod-labels');
     const kubeconfigPath = stringValue(ctx, 'write-kubeconfig');
     const proxy = await startProxy({
       config,
@@ -138,12 +181,14 @@ export const proxyCommand: Command = {
       credentials,
       logger,
       now: Date.now,
-      ...(ruleFiles.length > 0 ? { rules: new FileRuleSource({ paths: ruleFiles, logger }) } : {}),
+      // --rules files and the route table's cluster rules (those selecting this pod), merged.
+      rules: liveRulesFromFiles({ rules: stringList(ctx, 'rules'), ...(podLabels === undefined ? {} : { podLabels }), logger, now: Date.now }),
       ...(kubeconfigPath === undefined
         ? {}
         : { onTableInstalled: createKubeconfigWriter({ path: kubeconfigPath, proxyUrl: `http://${config.api.host}:${config.api.port}`, logger }) }),
     });
-    ctx.stdout.write(`proxy listening on ${proxy.apiUrl} (ops ${proxy.opsUrl}${proxy.egressUrl ? `, egress ${proxy.egressUrl}` : ''})\n`);
+    const webhook = proxy.webhook ? `, webhook ${proxy.webhook.url ?? 'waiting for its certificate'}` : '';
+    ctx.stdout.write(`proxy listening on ${proxy.apiUrl} (ops ${proxy.opsUrl}${proxy.egressUrl ? `, egress ${proxy.egressUrl}` : ''}${webhook})\n`);
     // A signal that came while the proxy was starting has already fired: do not wait for another.
     if (!ctx.signal.aborted) await new Promise<void>((resolve) => ctx.signal.addEventListener('abort', () => resolve(), { once: true }));
     await proxy.close();

@@ -7,6 +7,7 @@ import {
   requestRenewal,
   watchRouteTable,
   type NatsClientConfig,
+  type AckRule,
   type NatsLink,
   type RouteTable,
   type Watch,
@@ -44,6 +45,8 @@ export class NatsRouteSource implements RouteSource {
   private watch: Watch | undefined;
   private unlisten: (() => void) | undefined;
   private applied: RouteTable | undefined;
+  /** The cluster rules in force from `applied`, named in its acknowledgements. */
+  private appliedRules: readonly AckRule[] = [];
   /** Version of the latest table received (applied or not yet acknowledged). */
   private received = 0;
   private reack: NodeJS.Timeout | undefined;
@@ -117,8 +120,9 @@ export class NatsRouteSource implements RouteSource {
     }
   }
 
-  async acknowledge(table: RouteTable): Promise<void> {
+  async acknowledge(table: RouteTable, rules: readonly AckRule[] = []): Promise<void> {
     this.applied = table;
+    this.appliedRules = rules;
     this.sendAck();
     // Renew at once: the lease of a proxy that just caught up should not wait for the next period.
     this.scheduleRenewal(0);
@@ -189,6 +193,6 @@ export class NatsRouteSource implements RouteSource {
     const { link, applied } = this;
     if (link === undefined || applied === undefined || link.state() !== 'connected') return;
     const { operator, shard, from } = this.options;
-    acknowledge({ link, operator, shard, version: applied.version, ...(from ? { from } : {}) });
+    acknowledge({ link, operator, shard, version: applied.version, ...(from ? { from } : {}), rules: [...this.appliedRules] });
   }
 }

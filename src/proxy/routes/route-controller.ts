@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { ProxyMetrics } from '../../metrics/index.js';
-import type { RouteTable } from '../../transport/index.js';
+import type { AckRule, RouteTable } from '../../transport/index.js';
 import type { ClusterLinks } from '../upstream/cluster-links.js';
 import { leaseExpired } from './fencing.js';
 import { InflightWrites } from './inflight-writes.js';
@@ -24,6 +24,8 @@ export interface RouteControllerOptions {
   leaseMarginMs?: number;
   /** Told of every table installed (stored, live, fenced or not), e.g. to keep the operator's kubeconfig. */
   onInstalled?: (table: RouteTable) => void;
+  /** The cluster rules of a table in force on this proxy, named in its acknowledgement (default none). */
+  appliedRules?: (table: RouteTable) => AckRule[];
 }
 
 /**
@@ -40,6 +42,8 @@ export class RouteController {
   /** This proxy's clock before it asked for the last lease extension it got (0: none yet). */
   private extendedAt = 0;
   private savedExtendedAt = 0;
+  /** The version last acknowledged (0: none yet). */
+  private acknowledged = 0;
   private timer: NodeJS.Timeout | undefined;
   private readonly options: RouteControllerOptions;
 
@@ -72,6 +76,17 @@ export class RouteController {
    */
   trackWrite<T>(write: Promise<T>): Promise<T> {
     return this.inflightWrites.track(write);
+  }
+
+  /**
+   * Acknowledges the current table again when it has been acknowledged already: the cluster rules in force from it
+   * changed (the pod's labels did). A table not acknowledged yet names the rules in force when it is.
+   */
+  reacknowledge(): void {
+    const table = this.state?.table;
+    if (table === undefined || table.version !== this.acknowledged) return;
+    const sent = this.options.source.acknowledge?.(table, this.options.appliedRules?.(table));
+    sent?.catch((err: unknown) => this.options.logger.error({ err, version: table.version }, 'cannot acknowledge the route table again'));
   }
 
   /** Loads the stored table (if any), then starts the live source; a source that fails to start leaves the stored table serving. */
@@ -124,6 +139,12 @@ export class RouteController {
     const current = this.state?.table;
     if (current && (table.operator !== current.operator || table.shard !== current.shard)) {
       this.options.logger.error({ operator: table.operator, shard: table.shard }, 'route table for another shard ignored');
+      return;
+    }
+    // The live copy of the table read from the store at start: nothing to install, but the hub needs its
+    // acknowledgement, without which it extends no lease and this proxy would fence until a newer table came.
+    if (current && table.version === current.version && this.acknowledged < table.version && sameTable(table, current)) {
+      void this.persistAndAcknowledge(current, this.inflightWrites.drained());
       return;
     }
     if (current && table.version <= current.version) return;
@@ -204,7 +225,8 @@ export class RouteController {
     try {
       await this.save(table);
       await earlierWrites;
-      await source.acknowledge?.(table);
+      await source.acknowledge?.(table, this.options.appliedRules?.(table));
+      this.acknowledged = Math.max(this.acknowledged, table.version);
     } catch (err) {
       logger.error({ err, version: table.version }, 'route table applied but not stored or acknowledged');
     }
@@ -215,4 +237,9 @@ export class RouteController {
     await this.options.store.save({ table, contactAt });
     this.savedExtendedAt = contactAt;
   }
+}
+
+/** Whether two tables are the same, byte for byte once serialised (a stored table and its live copy). */
+function sameTable(a: RouteTable, b: RouteTable): boolean {
+  return JSON.stringify(a) === JSON.stringify(b);
 }

@@ -1,4 +1,4 @@
-import type { RouteTable } from '../../transport/index.js';
+import type { AckRule, RouteTable } from '../../transport/index.js';
 
 /** What a route source reports: each table it learns of, its connection, and the hub's lease extensions. */
 export interface RouteSourceHandlers {
@@ -25,7 +25,10 @@ export interface RouteSource {
    */
   readonly leased: boolean;
   start(handlers: RouteSourceHandlers): Promise<void>;
-  /** Tells the hub this table is applied (watches of revoked buckets ended); absent for sources without a hub. */
-  acknowledge?(table: RouteTable): Promise<void>;
+  /**
+   * Tells the hub this table is applied (watches of revoked buckets ended), with the table's cluster rules in force
+   * here; absent for sources without a hub. Called again for the same table when those rules change.
+   */
+  acknowledge?(table: RouteTable, rules?: readonly AckRule[]): Promise<void>;
   stop(): Promise<void>;
 }

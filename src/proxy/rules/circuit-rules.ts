@@ -102,16 +102,32 @@ class InterceptState {
 }
 
 /**
+ * One CircuitBreaker compiled, with its state (token buckets, open breakers): kept while the rule is unchanged, so
+ * rule sets built again around it (another route table, other rules beside it) carry its state on.
+ */
+export class CompiledBreaker {
+  readonly limiters: readonly LimiterState[];
+  readonly intercepts: readonly InterceptState[];
+
+  constructor(spec: CircuitBreakerSpec, now: number) {
+    this.limiters = (spec.rateLimitings ?? []).map((r) => new LimiterState(r, now));
+    this.intercepts = (spec.trafficInterceptRules ?? []).map((r) => new InterceptState(r));
+  }
+}
+
+/**
  * CircuitBreaker rules compiled once: traffic interception for external REST calls, then the most specific
- * rate-limiting rule (ties: the first declared) with its trigger and recover policy. Time is passed in.
+ * rate-limiting rule (ties: the first declared) with its trigger and recover policy. Time is passed in. Built from
+ * specs (fresh state) or from compiled breakers (their state shared).
  */
 export class CircuitRules {
   private readonly limiters: LimiterState[];
   private readonly intercepts: InterceptState[];
 
-  constructor(specs: readonly CircuitBreakerSpec[], now: number) {
-    this.limiters = specs.flatMap((s) => s.rateLimitings ?? []).map((r) => new LimiterState(r, now));
-    this.intercepts = specs.flatMap((s) => s.trafficInterceptRules ?? []).map((r) => new InterceptState(r));
+  constructor(specs: readonly (CircuitBreakerSpec | CompiledBreaker)[], now: number) {
+    const compiled = specs.map((s) => (s instanceof CompiledBreaker ? s : new CompiledBreaker(s, now)));
+    this.limiters = compiled.flatMap((c) => c.limiters);
+    this.intercepts = compiled.flatMap((c) => c.intercepts);
   }
 
   get empty(): boolean {

@@ -1,17 +1,23 @@
 import type { ProxyMetrics } from '../../metrics/index.js';
 import { CircuitRules, type LimitVerdict } from './circuit-rules.js';
 import { FaultRules, type FaultPlan } from './fault-rules.js';
+import type { CompiledRule } from './compiled-rule.js';
 import type { Call } from './matchers.js';
 
-/** The rules in force: swapped as a whole when their file (or, later, the agent's report) changes. */
+/**
+ * The rules in force: swapped as a whole when they change (a `--rules` file, the route table's cluster rules, the
+ * pod's labels). A rule that stays keeps its state across swaps (see compiled-rule.ts).
+ */
 export interface RuleSet {
   circuit: CircuitRules;
   faults: FaultRules;
+  /** Each rule in force, in order: the metrics name them. */
+  inForce: readonly CompiledRule[];
 }
 
 /** No rules: every call passes (what the egress port judges by when no rules are configured). */
 export function emptyRules(now: number): RuleSet {
-  return { circuit: new CircuitRules([], now), faults: new FaultRules([]) };
+  return { circuit: new CircuitRules([], now), faults: new FaultRules([]), inForce: [] };
 }
 
 export interface RuleClock {

@@ -63,6 +63,8 @@ export function permissionsFor(identity: Role, publicKey: string): SubjectPermis
           Subjects.registerAs(identity.cluster),
           // Every table: the agent writes the status of the ShardingConfigs whose shards serve its cluster.
           ...kvRead(Buckets.routes, '>'),
+          // The stored acknowledgements (and nothing else of the hub's state): which proxies applied which rules.
+          ...kvRead(Buckets.state, Keys.ackAll),
         ],
         subscribe: [inbox],
       };

@@ -1,7 +1,7 @@
 import { mkdir, mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ApiException, KubeConfig } from '@kubernetes/client-node';
+import { ApiException, KubeConfig, type CoreV1Api } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import type { ClusterInfo } from '../../../src/dev/index.js';
 import { createRegistry } from '../../../src/metrics/index.js';
@@ -15,6 +15,7 @@ import {
   type BreakerOptions,
   type RouteSource,
   type RuleSet,
+  type RuleSource,
   type RunningProxy,
 } from '../../../src/proxy/index.js';
 import { bucketOf } from '../../../src/sharding/index.js';
@@ -86,6 +87,8 @@ export async function startTestProxy(options: {
   credentialsPath: string;
   dir?: string;
   rules?: RuleSet;
+  /** A live rule source (e.g. `liveRulesFromFiles`, as `ctrlmesh proxy` builds it); instead of `rules`. */
+  ruleSource?: RuleSource;
   random?: () => number;
   now?: () => number;
   breaker?: BreakerOptions;
@@ -121,6 +124,7 @@ export async function startTestProxy(options: {
     ...(options.random ? { random: options.random } : {}),
     // Fixed rules, given as a source that reports them once.
     ...(rules ? { rules: { description: 'test rules', start: async (handlers) => handlers.onRules(rules), stop: async () => undefined } } : {}),
+    ...(options.ruleSource ? { rules: options.ruleSource } : {}),
   });
   const kubeconfigPath = join(dir, 'operator-kubeconfig');
   const current = proxy.controller.current?.table;
@@ -157,6 +161,20 @@ export async function settles(assertion: () => unknown, timeoutMs = 15_000): Pro
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
   }
+}
+
+/**
+ * Waits until namespace `name` is Active, creating it when absent: a name several files of the shared bed use (like
+ * ns-a, where the reference examples' rules apply), so it waits out another file's deletion and is never deleted.
+ */
+export async function sharedNamespace(core: CoreV1Api, name: string): Promise<void> {
+  await settles(async () => {
+    const phase = await core.readNamespace({ name }).then(
+      (found) => found.status?.phase,
+      () => core.createNamespace({ body: { metadata: { name } } }).then((made) => made.status?.phase ?? 'Active'),
+    );
+    if (phase !== 'Active') throw new Error(`namespace ${name} is ${phase}`);
+  }, 60_000);
 }
 
 /** The HTTP status a client-node call ended with (200 when it succeeded). */

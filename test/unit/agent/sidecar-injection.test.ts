@@ -10,6 +10,8 @@ import {
   KUBECONFIG_PATH,
   KUBECONFIG_VOLUME,
   OPERATOR_CONTAINERS_ANNOTATION,
+  POD_INFO_VOLUME,
+  POD_LABELS_PATH,
   PROXY_CONTAINER_NAME,
   PROXY_FS_GROUP,
   injectSidecar,
@@ -87,10 +89,13 @@ describe('injectSidecar', () => {
     expect(sidecar?.volumeMounts).toEqual([
       { name: KUBECONFIG_VOLUME, mountPath: '/var/run/ctrlmesh' },
       { name: CREDENTIALS_VOLUME, mountPath: '/etc/creds', readOnly: true },
+      // The pod's labels, for the cluster rules that select it: the proxy's alone, read-only.
+      { name: POD_INFO_VOLUME, mountPath: '/etc/ctrlmesh/pod-info', readOnly: true },
     ]);
     expect(p.spec?.volumes).toEqual([
       { name: KUBECONFIG_VOLUME, emptyDir: {} },
       { name: CREDENTIALS_VOLUME, secret: { secretName: 'proxy-secret', items: [{ key: 'demo.creds', path: 'nats.creds' }], defaultMode: 0o400 } },
+      { name: POD_INFO_VOLUME, downwardAPI: { items: [{ path: 'labels', fieldRef: { fieldPath: 'metadata.labels' } }] } },
     ]);
     const [manager, other] = p.spec?.containers ?? [];
     expect(manager?.args).toEqual(['--leader-elect', `--kubeconfig=${KUBECONFIG_PATH}`]);
@@ -240,6 +245,7 @@ describe('the injected proxy of an agent', () => {
       '--store=/var/run/ctrlmesh/route-table.json',
       '--write-kubeconfig=/var/run/ctrlmesh/kubeconfig',
       '--credentials=/etc/ctrlmesh/credentials/kubeconfig',
+      `--pod-labels=${POD_LABELS_PATH}`,
     ]);
     expect(sidecar?.volumeMounts).toContainEqual({ name: CREDENTIALS_VOLUME, mountPath: '/etc/ctrlmesh/credentials', readOnly: true });
     expect(p.spec?.volumes?.find((v) => v.name === CREDENTIALS_VOLUME)).toEqual({
@@ -282,5 +288,67 @@ describe('the injected proxy of an agent', () => {
     const stray = await admitPod({ uid: 'u2', namespace: ns, object: { ...ordinal1, metadata: { ...ordinal1.metadata, name: 'stray' } } }, injector);
     expect(stray.allowed).toBe(false);
     expect(stray.status?.message).toContain('is selected by the auto-sharding root demo-root');
+  });
+});
+
+describe('the proxy of a webhook operator (spec.webhook)', () => {
+  const certDir = '/tmp/k8s-webhook-server/serving-certs';
+  const hooked: SelectingConfig = { ...demo, webhook: { certDir, port: 9443 } };
+  const manager = (extra: Partial<PodContainer> = {}): PodContainer => ({
+    name: 'manager',
+    volumeMounts: [
+      { name: 'tmp', mountPath: '/tmp' },
+      { name: 'cert', mountPath: `${certDir}/` },
+    ],
+    ports: [
+      { name: 'webhook-server', containerPort: 9443, protocol: 'TCP' },
+      { name: 'metrics', containerPort: 8080 },
+    ],
+    ...extra,
+  });
+
+  it("mounts the operator's volume holding certDir read-only, and moves the webhook port's name to the proxy's 5445", () => {
+    const p = injected(pod([manager()]), [hooked]);
+    const sidecar = p.spec?.initContainers?.[0] as PodContainer;
+    expect(sidecar.volumeMounts).toContainEqual({ name: 'cert', mountPath: `${certDir}/`, readOnly: true });
+    expect(sidecar.volumeMounts?.some((m) => m.name === 'tmp')).toBe(false);
+    expect(sidecar.ports).toEqual([{ containerPort: 5445, protocol: 'TCP', name: 'webhook-server' }]);
+    expect(p.spec?.containers?.[0]?.ports).toEqual([{ containerPort: 9443, protocol: 'TCP' }, { name: 'metrics', containerPort: 8080 }]);
+    expect(injectSidecar(p, ns, [hooked], options)).toEqual({ kind: 'untouched', reason: 'already injected' });
+  });
+
+  it('takes the mount nearest above certDir (subPath kept), and a port without a name stays as it is', () => {
+    const p = injected(pod([manager({ volumeMounts: [{ name: 'tmp', mountPath: '/tmp', subPath: 'x' }], ports: [{ containerPort: 9443 }] })]), [hooked]);
+    const sidecar = p.spec?.initContainers?.[0] as PodContainer;
+    expect(sidecar.volumeMounts).toContainEqual({ name: 'tmp', mountPath: '/tmp', subPath: 'x', readOnly: true });
+    expect(sidecar.ports).toEqual([{ containerPort: 5445, protocol: 'TCP' }]);
+    expect(p.spec?.containers?.[0]?.ports).toEqual([{ containerPort: 9443 }]);
+  });
+
+  it('refuses a pod whose operator containers mount nothing at certDir: the proxy could not read the certificate', () => {
+    const decision = injectSidecar(pod([manager({ volumeMounts: [{ name: 'cert', mountPath: '/var/certs' }] })]), ns, [hooked], options);
+    expect(decision.kind).toBe('deny');
+    expect(decision.kind === 'deny' && decision.message).toContain(`ShardingConfig demo has spec.webhook, but no volume of the operator's containers is mounted at spec.webhook.certDir ${certDir}`);
+  });
+
+  it('a pod of a config without spec.webhook gets no port and no extra mount', () => {
+    const sidecar = injected(pod([manager()])).spec?.initContainers?.[0] as PodContainer;
+    expect(sidecar.ports).toBeUndefined();
+    expect(sidecar.volumeMounts?.some((m) => m.name === 'cert')).toBe(false);
+  });
+
+  it('the agent passes the webhook flags to the proxy of a config with spec.webhook', async () => {
+    const config = {
+      apiVersion: 'ctrlmesh.kusionstack.io/v1alpha1',
+      kind: 'ShardingConfig',
+      metadata: { name: 'demo', namespace: ns },
+      spec: { selector: { matchLabels: { app: 'demo' } }, webhook: { certDir, port: 9443 } },
+    };
+    const kc = { makeApiClient: () => ({ listNamespacedCustomObject: () => Promise.resolve({ items: [config] }) }) } as unknown as KubeConfig;
+    const proxy: InjectedProxy = { image: 'i', nats: ['nats://n:4222'], natsTls: false, routeSigners: [`N${'A'.repeat(55)}`], secretName: 's', cluster: 'c', settings: createHashSettings() };
+    const p = pod([manager()]);
+    const response = await admitPod({ uid: 'u1', namespace: ns, object: p }, { kc, proxy, logger: pino({ level: 'silent' }) });
+    const patched = applyPatch(p, JSON.parse(Buffer.from(response.patch ?? '', 'base64').toString()) as JsonPatchOperation[]);
+    expect(patched.spec?.initContainers?.[0]?.args).toEqual(expect.arrayContaining(['--webhook-listen=0.0.0.0:5445', '--webhook-port=9443', `--webhook-cert-dir=${certDir}`]));
   });
 });

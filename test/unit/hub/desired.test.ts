@@ -1,5 +1,8 @@
+import { readFileSync } from 'node:fs';
+import { loadYaml } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { desiredPlan } from '../../../src/hub/desired.js';
+import { buildRouteTable } from '../../../src/hub/route-builder.js';
 import { parseUnitKey } from '../../../src/sharding/index.js';
 import { MESSAGE_SCHEMA_VERSION, type ClusterReport, type ReportedObject } from '../../../src/transport/index.js';
 
@@ -74,5 +77,61 @@ describe('desiredPlan', () => {
     const plan = desiredPlan({ clusters, reports: new Map([['a', report('a', [bad])]]), health, previous: new Map() });
     expect(plan.frozen).toEqual(['operator-demo/hand']);
     expect(plan.operators).toEqual([]);
+  });
+});
+
+const EXAMPLES = new URL('../api/examples/', import.meta.url);
+type Manifest = { kind: string; metadata: { name: string; namespace: string }; spec: unknown };
+const example = (file: string): Manifest => loadYaml(readFileSync(new URL(file, EXAMPLES), 'utf8'));
+
+/** A rule as the agent reports it: identity, generation and the manifest. */
+function reported(manifest: Manifest, generation = 1): ReportedObject {
+  const { name, namespace } = manifest.metadata;
+  return { namespace, name, generation, manifest: { apiVersion: 'ctrlmesh.kusionstack.io/v1alpha1', ...manifest, metadata: { name, namespace, generation } } };
+}
+
+const handWritten = config('demo', {
+  selector: { matchLabels: { app: 'demo' } },
+  limits: [{ relateResources: [{ apiGroups: [''], resources: ['configmaps'] }], selector: { matchExpressions: [{ key: hash.labels.hash, operator: 'In', values: ['0', '1'] }] } }],
+});
+
+describe('desiredPlan: the cluster rules of each shard', () => {
+  const breaker = example('circuit-breaker.yaml');
+  const faults = example('fault-injection.yaml');
+
+  it("gives a shard the valid rules of its operator's namespace in its home cluster, sorted by kind then name", () => {
+    const other = { ...breaker, metadata: { name: 'a-first', namespace: 'operator-demo' } };
+    const elsewhere = { ...breaker, metadata: { name: 'elsewhere', namespace: 'someone-else' } };
+    const invalid = { ...faults, metadata: { name: 'bad', namespace: 'operator-demo' }, spec: { httpFault: [{ name: 'x', delay: { fixedDelay: '1s', percent: 'lots' } }] } };
+    const plan = desiredPlan({
+      clusters,
+      reports: new Map([
+        ['a', { ...report('a', [handWritten]), circuitBreakers: [reported(breaker, 3), reported(other), reported(elsewhere)], faultInjections: [reported(faults, 2), reported(invalid)] }],
+        // Cluster b has a rule of the same namespace: it never reaches a shard whose home is a.
+        ['b', { ...report('b', []), circuitBreakers: [reported({ ...breaker, metadata: { name: 'from-b', namespace: 'operator-demo' } })] }],
+      ]),
+      health,
+      previous: new Map(),
+    });
+    const [shard] = plan.operators.find((o) => o.operator === 'operator-demo/demo')?.shards ?? [];
+    expect(shard?.rules?.map((r) => `${r.kind}/${r.namespace}/${r.name}@${r.generation}`)).toEqual([
+      'CircuitBreaker/operator-demo/a-first@1',
+      'CircuitBreaker/operator-demo/demo-breaker@3',
+      'FaultInjection/operator-demo/demo-faults@2',
+    ]);
+    expect(shard?.rules?.[1]?.selector).toEqual({ matchLabels: { app: 'operator-demo' } });
+    expect(shard?.rules?.[1]?.manifest).toMatchObject({ kind: 'CircuitBreaker', spec: breaker.spec });
+  });
+
+  it('puts rules in the route table only when there are some: a table without rules is what it was', () => {
+    const plan = desiredPlan({ clusters, reports: new Map([['a', report('a', [handWritten])]]), health, previous: new Map() });
+    const operator = plan.operators[0]!;
+    const shard = operator.shards[0]!;
+    expect(shard.rules).toEqual([]);
+    const identities = new Map([['a', { name: 'a', labels: {}, server: 'https://a', caPem: 'ca' }]]);
+    const options = { plan: operator, shard, shardName: shard.name, units: shard.units, clusters: identities, version: 5, now: new Date(0), leaseSeconds: 15 };
+    expect(buildRouteTable(options)).not.toHaveProperty('rules');
+    const rule = { kind: 'CircuitBreaker' as const, namespace: 'operator-demo', name: 'x', generation: 1, manifest: {} };
+    expect(buildRouteTable({ ...options, shard: { ...shard, rules: [rule] } }).rules).toEqual([rule]);
   });
 });

@@ -33,3 +33,18 @@ describe('Fleet: acknowledgements stored in KV', () => {
     expect(fleet.acks.get('ns/op')?.size ?? 0).toBe(0);
   });
 });
+
+describe('Fleet: acknowledgements naming cluster rules', () => {
+  it('takes the same version again when it names other rules, and not when it repeats them', () => {
+    const fleet = new Fleet(logger, []);
+    const rule = { kind: 'CircuitBreaker' as const, namespace: 'ns', name: 'b', generation: 1 };
+    expect(fleet.recordAck('ns/op', 'a/s1', 7)).toBe(true);
+    expect(fleet.recordAck('ns/op', 'a/s1', 7)).toBe(false);
+    expect(fleet.recordAck('ns/op', 'a/s1', 7, [rule])).toBe(true);
+    expect(fleet.recordAck('ns/op', 'a/s1', 7, [rule])).toBe(false);
+    expect(fleet.recordAck('ns/op', 'a/s1', 7, [{ ...rule, generation: 2 }])).toBe(true);
+    expect(fleet.recordAck('ns/op', 'a/s1', 7, [])).toBe(true);
+    expect(fleet.recordAck('ns/op', 'a/s1', 6, [rule])).toBe(false);
+    expect(fleet.acks.get('ns/op')?.get('a/s1')).toBe(7);
+  });
+});

@@ -92,6 +92,33 @@ describe('RouteController', () => {
     await vi.waitFor(() => expect(source.acks).toEqual([2, 3]));
   });
 
+  it('names the cluster rules in force in each acknowledgement, and acknowledges again when they change', async () => {
+    const acked: { version: number; rules: readonly unknown[] | undefined }[] = [];
+    const source = new (class extends ScriptedSource {
+      override async acknowledge(t: RouteTable, rules?: readonly unknown[]): Promise<void> {
+        acked.push({ version: t.version, rules });
+      }
+    })({ leased: true });
+    let rules = [{ kind: 'CircuitBreaker' as const, namespace: 'op', name: 'b', generation: 1 }];
+    const metrics = createProxyMetrics(new Registry());
+    const link = new ClusterLinks({ credentials: new Map(), upstream: { headersTimeoutMs: 1000 }, breaker: { errorThresholdPercentage: 50, volumeThreshold: 5, resetTimeoutMs: 1000, rollingCountTimeoutMs: 10_000 }, metrics, logger });
+    links.push(link);
+    const controller = new RouteController({ source, store: new TableStore(join(dir, 'store.json')), links: link, metrics, logger, now: () => now, appliedRules: () => rules });
+    controllers.push(controller);
+    await controller.start();
+    // Nothing acknowledged yet: nothing to send again.
+    controller.reacknowledge();
+    expect(acked).toEqual([]);
+    source.handlers!.onTable(table(1, [1]));
+    await vi.waitFor(() => expect(acked).toEqual([{ version: 1, rules }]));
+    rules = [];
+    controller.reacknowledge();
+    expect(acked).toEqual([
+      { version: 1, rules: [{ kind: 'CircuitBreaker', namespace: 'op', name: 'b', generation: 1 }] },
+      { version: 1, rules: [] },
+    ]);
+  });
+
   it('acknowledges a table only once the writes admitted under the previous one are answered', async () => {
     const source = new ScriptedSource({ leased: true });
     const controller = make(source);
@@ -156,6 +183,22 @@ describe('RouteController', () => {
     now += 60_000;
     vi.advanceTimersByTime(200);
     expect(controller.readiness().ready).toBe(true);
+  });
+
+  it('acknowledges the live copy of the stored table it started with, so the hub extends its lease', async () => {
+    await new TableStore(join(dir, 'store.json')).save({ table: table(7, [9], 10), contactAt: now - 5_000 });
+    const source = new ScriptedSource({ leased: true });
+    const controller = make(source);
+    await controller.start();
+    expect(controller.current!.table.version).toBe(7);
+    const installed = controller.current;
+    source.handlers!.onTable(table(7, [9], 10));
+    await vi.waitFor(() => expect(source.acks).toEqual([7]));
+    // Not installed again: the watches opened under the stored table stay open.
+    expect(controller.current).toBe(installed);
+    source.handlers!.onTable(table(7, [9], 10));
+    await new Promise((r) => setTimeout(r, 10));
+    expect(source.acks).toEqual([7]);
   });
 
   it('serves the stored table when the source cannot start, and counts the lease from the stored extension', async () => {

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { loadAllYaml } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { validateManifest, type ShardingConfigModel } from '../../../src/api/index.js';
-import { createHashSettings, shardsOfConfig, shardsOfConfigs } from '../../../src/sharding/index.js';
+import { createHashSettings, shardOfPod, shardsOfConfig, shardsOfConfigs } from '../../../src/sharding/index.js';
 
 const settings = createHashSettings({ algorithm: 'kusionstack' });
 const home = { homeCluster: 'eu-west-1', settings };
@@ -29,7 +29,19 @@ describe('shardsOfConfig', () => {
       homeCluster: 'eu-west-1',
       multicluster: false,
       shards: [{ config: 'sharding-demo', name: 'eu-west-1/sharding-demo', buckets: [15, 16], limits: manual.limits, leaderElectionName: 'operator-leader' }],
+      webhook: { certDir: '/tmp/webhook-certs', port: 9443 },
     });
+  });
+
+  it('says which shard a pod runs: a hand-written config\'s one shard, a root\'s child by StatefulSet ordinal, or none', () => {
+    expect(shardOfPod(shardsOfConfig(example('sharding-config-manual.yaml'), home), 'anything')?.name).toBe('eu-west-1/sharding-demo');
+    const meaning = shardsOfConfig(autoRoot, home);
+    expect(['operator-demo-0', 'operator-demo-2', 'operator-demo-4'].map((pod) => shardOfPod(meaning, pod)?.name)).toEqual([
+      'eu-west-1/demo-0-canary',
+      'eu-west-1/demo-1-normal',
+      'eu-west-1/demo-2-normal',
+    ]);
+    expect(['operator-demo-5', 'operator-demo-x', 'other-1', 'operator-demo-'].map((pod) => shardOfPod(meaning, pod))).toEqual([undefined, undefined, undefined, undefined]);
   });
 
   it('reads a root without clusters as its KusionStack children, each fixed on its run of buckets under its own limits', () => {

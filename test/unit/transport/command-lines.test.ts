@@ -6,7 +6,7 @@ import { agentCommand } from '../../../src/cli/commands/agent.js';
 import { hubCommand } from '../../../src/cli/commands/hub.js';
 import { proxyCommand } from '../../../src/cli/commands/proxy.js';
 import { agentCommandArgs, hubCommandArgs, type AgentCommandOptions, type HubCommandOptions } from '../../../src/transport/command-lines.js';
-import { PROXY_API_PORT, PROXY_OPS_PORT, proxyCommandArgs, type ProxyCommandOptions } from '../../../src/transport/proxy-command.js';
+import { PROXY_API_PORT, PROXY_OPS_PORT, PROXY_WEBHOOK_PORT, proxyCommandArgs, type ProxyCommandOptions } from '../../../src/transport/proxy-command.js';
 
 const SIGNER = `N${'A'.repeat(55)}`;
 
@@ -36,8 +36,13 @@ describe('proxyCommandArgs', () => {
       credentials: '/etc/ctrlmesh/credentials/kubeconfig',
       egressListen: '127.0.0.1:5442',
       rules: ['breaker.yaml', 'faults.yaml'],
+      podLabels: '/etc/podinfo/labels',
       podName: 'demo-0-pod',
       leaseMarginMs: 1_500,
+      webhookListen: `0.0.0.0:${PROXY_WEBHOOK_PORT}`,
+      webhookPort: 9443,
+      webhookCertDir: '/tmp/k8s-webhook-server/serving-certs',
+      webhookTimeoutMs: 5_000,
     };
     expect(parseCommandArgs(proxyCommand, proxyCommandArgs(options))).toEqual({
       ...NATS_FLAGS,
@@ -51,8 +56,13 @@ describe('proxyCommandArgs', () => {
       credentials: options.credentials,
       'egress-listen': options.egressListen,
       rules: options.rules,
+      'pod-labels': options.podLabels,
       'pod-name': options.podName,
       'lease-margin': '1500ms',
+      'webhook-listen': options.webhookListen,
+      'webhook-port': '9443',
+      'webhook-cert-dir': options.webhookCertDir,
+      'webhook-timeout': '5s',
     });
   });
 

@@ -36,6 +36,15 @@ describe('role permissions', () => {
     expect(mayPublish(agentA, consumerOn(Buckets.clusters, '>'))).toBe(false);
   });
 
+  it("an agent watches the hub's stored acknowledgements, and nothing else of its state", () => {
+    expect(mayPublish(agentA, consumerOn(Buckets.state, Keys.ackAll))).toBe(true);
+    expect(mayPublish(agentA, consumerOn(Buckets.state, Keys.ack('ns/op', 'a/s1')))).toBe(true);
+    for (const key of ['>', 'ack.>', Keys.reportAll, Keys.report('b'), Keys.handoverAll, 'quarantine.>']) expect(mayPublish(agentA, consumerOn(Buckets.state, key)), key).toBe(false);
+    expect(mayPublish(agentA, `$JS.API.STREAM.MSG.GET.KV_${Buckets.state}`)).toBe(false);
+    expect(mayPublish(agentA, `$JS.API.DIRECT.GET.KV_${Buckets.state}`)).toBe(false);
+    expect(mayPublish(agentA, kvPut(Buckets.state, Keys.ack('ns/op', 'a/s1')))).toBe(false);
+  });
+
   it("a proxy watches its own table and acknowledges for its own shard", () => {
     expect(mayPublish(proxy, Subjects.ack('ns/op', 'a/s1'))).toBe(true);
     expect(mayPublish(proxy, Subjects.ack('ns/op', 'a/s2'))).toBe(false);

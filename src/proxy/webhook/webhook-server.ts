@@ -1,0 +1,308 @@
+import { createServer, type Server } from 'node:https';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { isIPv6, type AddressInfo } from 'node:net';
+import type { Logger } from 'pino';
+import { Agent, request } from 'undici';
+import type { ListenAddress } from '../../api/index.js';
+import type { ProxyMetrics } from '../../metrics/index.js';
+import type { RouteState } from '../routes/route-state.js';
+import { readAdmissionReview, WEBHOOK_MAX_BODY_BYTES } from './admission-review.js';
+import { webhookRoute, type WebhookRoute } from './webhook-route.js';
+import { readWebhookCertificate, sameCertificate, type WebhookCertificate } from './webhook-tls.js';
+
+/** Set on every review the proxy sends on: a proxy receiving one answers it locally, so no review goes round. */
+export const FORWARDED_HEADER = 'x-ctrlmesh-webhook-from';
+
+type RouteLabel = WebhookRoute['route'] | 'failed';
+const ROUTES: readonly RouteLabel[] = ['local', 'forwarded', 'unowned', 'failed'];
+
+export interface WebhookServerOptions {
+  listen: ListenAddress;
+  /** The operator's webhook port: on 127.0.0.1 for this shard, on each pod IP for the others. */
+  operatorPort: number;
+  certDir: string;
+  /** How long the owner has to answer, from the moment the review is read. */
+  timeoutMs: number;
+  /** The route state in force (RouteController.current). */
+  state: () => RouteState | undefined;
+  metrics: ProxyMetrics;
+  logger: Logger;
+  /** How often the certificate files are read again (default 2 s; the kubelet swaps a Secret's files atomically). */
+  reloadMs?: number;
+  maxBodyBytes?: number;
+}
+
+export interface WebhookServer {
+  /** https://host:port once the certificate could be read and the listener is up. */
+  readonly url: string | undefined;
+  /** Resolves with the URL when listening. */
+  listening: Promise<string>;
+  close(): Promise<void>;
+}
+
+/** The metric children of one route table, resolved once for it. */
+class TableChildren {
+  private readonly counters = new Map<string, { inc(): void }>();
+
+  constructor(
+    readonly state: RouteState | undefined,
+    private readonly metrics: ProxyMetrics,
+  ) {}
+
+  count(route: RouteLabel, owner: string): void {
+    const key = `${route}\u0000${owner}`;
+    let child = this.counters.get(key);
+    if (!child) {
+      child = this.metrics.webhookRequests.labels({ route, owner });
+      this.counters.set(key, child);
+    }
+    child.inc();
+  }
+}
+
+class Refusal extends Error {
+  constructor(
+    readonly code: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** A Status body, as the API server reads a failed webhook call. */
+function sendStatus(res: ServerResponse, code: number, message: string): void {
+  const reason = code === 503 ? 'ServiceUnavailable' : code === 413 ? 'RequestEntityTooLarge' : code === 405 ? 'MethodNotAllowed' : 'BadRequest';
+  const body = JSON.stringify({ kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason, code });
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  res.writeHead(code, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...(code === 405 ? { allow: 'POST' } : {}) });
+  res.end(body);
+}
+
+/** The body, up to `limit` bytes; past it a Refusal(413). */
+async function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+  const declared = Number(req.headers['content-length'] ?? 0);
+  if (declared > limit) throw new Refusal(413, `the review is larger than ${limit} bytes`);
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.byteLength;
+    if (size > limit) throw new Refusal(413, `the review is larger than ${limit} bytes`);
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks);
+}
+
+/** The operators' client: TLS verified against the webhook's CA (or its certificate) under its first DNS name. */
+function operatorAgent(cert: WebhookCertificate): Agent {
+  return new Agent({
+    connect: {
+      ca: cert.trustPem,
+      rejectUnauthorized: true,
+      ...(cert.serverName ? { servername: cert.serverName } : {}),
+      ...(cert.selfAnchored ? { allowPartialTrustChain: true } : {}),
+    },
+    keepAliveTimeout: 30_000,
+  });
+}
+
+const hostOf = (address: string): string => (isIPv6(address) ? `[${address}]` : address);
+
+/**
+ * The proxy's admission webhook listener: each AdmissionReview is read for the namespace that decides its owner
+ * (readAdmissionReview) and sent, same path and bytes, to the operator of the shard owning that bucket of the home
+ * cluster (webhookRoute): this pod's on 127.0.0.1, another's on its pod IP. The owner's answer is relayed as it
+ * is; no owner, or none answering within the timeout, gets a 503 at once, so the API server applies the webhook's
+ * failurePolicy. Serves once the certificate can be read (a missing one is waited for: an operator may write its
+ * own after the proxy started), and reloads it when its files change. Rejects when the listener cannot bind.
+ */
+export async function startWebhookServer(options: WebhookServerOptions): Promise<WebhookServer> {
+  const { metrics, logger } = options;
+  const limit = options.maxBodyBytes ?? WEBHOOK_MAX_BODY_BYTES;
+  const durations = new Map(ROUTES.map((r) => [r, metrics.webhookDuration.labels({ route: r })]));
+  let cert: WebhookCertificate | undefined;
+  let agent: Agent | undefined;
+  let server: Server | undefined;
+  let url: string | undefined;
+  let children = new TableChildren(undefined, metrics);
+  let closed = false;
+  let resolveListening: (url: string) => void = () => undefined;
+  const listening = new Promise<string>((resolve) => {
+    resolveListening = resolve;
+  });
+
+  const childrenFor = (state: RouteState | undefined): TableChildren => {
+    if (children.state !== state) children = new TableChildren(state, metrics);
+    return children;
+  };
+
+  /** Sends the review to one operator; resolves with its answer, throws when it cannot be reached in time. */
+  const send = async (req: IncomingMessage, body: Buffer, address: string, signal: AbortSignal, self: string): Promise<{ status: number; type: string; body: Buffer }> => {
+    const answer = await request(`https://${hostOf(address)}:${options.operatorPort}${req.url ?? '/'}`, {
+      method: 'POST',
+      dispatcher: agent,
+      headers: {
+        'content-type': req.headers['content-type'] ?? 'application/json',
+        accept: req.headers.accept ?? 'application/json',
+        [FORWARDED_HEADER]: self,
+      },
+      body,
+      signal,
+      headersTimeout: options.timeoutMs,
+      bodyTimeout: options.timeoutMs,
+    });
+    const chunks: Buffer[] = [];
+    let size = 0;
+    for await (const chunk of answer.body as AsyncIterable<Buffer>) {
+      size += chunk.byteLength;
+      if (size > limit) throw new Error(`the answer is larger than ${limit} bytes`);
+      chunks.push(chunk);
+    }
+    const type = answer.headers['content-type'];
+    return { status: answer.statusCode, type: typeof type === 'string' ? type : 'application/json', body: Buffer.concat(chunks) };
+  };
+
+  const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    if (req.method !== 'POST') {
+      req.resume();
+      sendStatus(res, 405, 'an admission webhook answers POST only');
+      return;
+    }
+    let body: Buffer;
+    try {
+      body = await readBody(req, limit);
+    } catch (err) {
+      sendStatus(res, err instanceof Refusal ? err.code : 400, (err as Error).message);
+      // What is left of an oversize body is not read: the connection goes.
+      res.on('finish', () => req.destroy());
+      return;
+    }
+    const started = performance.now();
+    const reading = readAdmissionReview(body);
+    if (!reading.ok) {
+      logger.warn({ reason: reading.message, path: req.url }, 'admission review refused');
+      sendStatus(res, 400, reading.message);
+      return;
+    }
+    const state = options.state();
+    const table = childrenFor(state);
+    const route = webhookRoute({
+      table: state?.table,
+      home: state?.home?.view,
+      fenced: state?.fenced ?? false,
+      namespace: reading.review.namespace,
+      forwarded: req.headers[FORWARDED_HEADER] !== undefined,
+    });
+    const finish = (label: RouteLabel, owner: string): void => {
+      table.count(label, owner);
+      durations.get(label)?.observe((performance.now() - started) / 1000);
+    };
+    if (route.route === 'unowned') {
+      sendStatus(res, 503, `ctrlmesh proxy of ${state?.table.shard ?? '(no table)'}: no shard can answer for ${reading.review.namespace}: ${route.reason}`);
+      finish('unowned', route.owner);
+      logger.warn({ uid: reading.review.uid, namespace: reading.review.namespace, reason: route.reason }, 'admission review unowned: answered 503');
+      return;
+    }
+    const addresses = route.route === 'local' ? ['127.0.0.1'] : route.addresses;
+    const signal = AbortSignal.timeout(options.timeoutMs);
+    // Another pod of the same shard when one cannot be reached; the one to start with turns, to spread the load.
+    const first = Math.floor(Math.random() * addresses.length);
+    const errors: string[] = [];
+    for (let i = 0; i < addresses.length && !signal.aborted; i += 1) {
+      const address = addresses[(first + i) % addresses.length] as string;
+      try {
+        if (!agent) throw new Error('no webhook certificate yet');
+        const answer = await send(req, body, address, signal, state?.table.shard ?? '');
+        res.writeHead(answer.status, { 'content-type': answer.type, 'content-length': answer.body.byteLength });
+        res.end(answer.body);
+        finish(route.route, route.owner);
+        return;
+      } catch (err) {
+        errors.push(`${address}: ${signal.aborted ? `no answer within ${options.timeoutMs} ms` : (err as Error).message}`);
+      }
+    }
+    sendStatus(res, 503, `ctrlmesh proxy: shard ${route.owner} did not answer the review (${errors.join('; ')})`);
+    finish('failed', route.owner);
+    logger.warn({ uid: reading.review.uid, namespace: reading.review.namespace, owner: route.owner, errors }, 'admission review failed: answered 503');
+  };
+
+  const reload = async (): Promise<void> => {
+    let next: WebhookCertificate;
+    try {
+      next = await readWebhookCertificate(options.certDir);
+    } catch (err) {
+      if (!cert) logger.warn({ err, certDir: options.certDir }, 'no webhook certificate yet; the webhook listener waits for it');
+      else logger.warn({ err, certDir: options.certDir }, 'cannot read the webhook certificate again; serving the one read before');
+      return;
+    }
+    if (sameCertificate(cert, next) || closed) return;
+    const previous = agent;
+    cert = next;
+    agent = operatorAgent(next);
+    void previous?.close();
+    if (!cert.serverName) logger.warn({ certDir: options.certDir }, 'the webhook certificate has no DNS name: operators are verified by their IP address');
+    if (server) {
+      server.setSecureContext({ cert: next.certPem, key: next.keyPem });
+      logger.info({ certDir: options.certDir }, 'webhook certificate reloaded');
+      return;
+    }
+    server = createServer({ cert: next.certPem, key: next.keyPem, minVersion: 'TLSv1.2' }, (req, res) => {
+      handle(req, res).catch((err: unknown) => {
+        logger.error({ err }, 'admission review handling failed');
+        sendStatus(res, 503, 'ctrlmesh proxy: internal error');
+      });
+    });
+    server.headersTimeout = 10_000;
+    server.requestTimeout = 60_000;
+    const listener = server;
+    try {
+      await new Promise<void>((resolve, reject) => {
+        listener.once('error', reject);
+        listener.listen({ host: options.listen.host, port: options.listen.port }, () => resolve());
+      });
+    } catch (err) {
+      // Tried again with the next reading.
+      server = undefined;
+      cert = undefined;
+      throw err;
+    }
+    const address = listener.address() as AddressInfo;
+    url = `https://${hostOf(address.address)}:${address.port}`;
+    logger.info({ url, operatorPort: options.operatorPort, certDir: options.certDir }, 'admission webhook listening: each review goes to the shard owning its namespace');
+    resolveListening(url);
+  };
+
+  try {
+    await reload();
+  } catch (err) {
+    await agent?.close();
+    throw err;
+  }
+  let reloading = Promise.resolve();
+  const timer = setInterval(() => {
+    reloading = reloading.then(reload).catch((err: unknown) => logger.error({ err }, 'webhook listener failed to start'));
+  }, options.reloadMs ?? 2_000);
+  timer.unref();
+
+  return {
+    get url() {
+      return url;
+    },
+    listening,
+    close: async () => {
+      closed = true;
+      clearInterval(timer);
+      await reloading;
+      if (server) {
+        const s = server;
+        await new Promise<void>((resolve) => {
+          s.close(() => resolve());
+          s.closeAllConnections();
+        });
+      }
+      await agent?.close();
+    },
+  };
+}
