@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Kvm, type KV } from '@nats-io/kv';
 import { JetStreamApiError, type JetStreamClient } from '@nats-io/jetstream';
 import { TimeoutError } from '@nats-io/transport-node';
@@ -21,7 +22,8 @@ export interface CreateBucketsOptions {
   /**
    * Stream replicas of buckets created now (existing buckets keep theirs): 1 on a single NATS server, 3 on a
    * cluster. `auto` tries 3, then 2, then 1, taking the first JetStream can place: 3 on a cluster of three or
-   * more, 1 on a single server. A cluster with servers down when the buckets are first created gets fewer.
+   * more, 1 on a single server. A count a cluster cannot place is asked for again for 10 s before fewer are taken,
+   * so a cluster with servers down (not merely slow) when the buckets are first created gets fewer.
    */
   replicas: BucketReplicas;
   /**
@@ -37,6 +39,14 @@ const CREATE_TIMEOUT_RETRIES = 6;
 /** The most replicas `auto` asks for: a majority survives one server lost. */
 const AUTO_MAX_REPLICAS = 3;
 
+/**
+ * How long `auto` keeps asking for a count JetStream cannot place before it settles for fewer: a cluster whose
+ * servers have just started (or are slow, on a loaded machine) may not count every peer yet, and a bucket created
+ * with too few replicas keeps them for good.
+ */
+const PLACEMENT_GRACE_MS = 10_000;
+const PLACEMENT_RETRY_MS = 500;
+
 /** nats-server's JetStream error codes meaning "not that many replicas here". */
 const JS_NOT_CLUSTERED = 10074; // replicas > 1 not supported in non-clustered mode
 const JS_NO_PLACEMENT = new Set([10005, 10023]); // no suitable peers for placement; insufficient resources
@@ -48,12 +58,18 @@ function fewerReplicas(err: unknown, replicas: number): number | undefined {
   return JS_NO_PLACEMENT.has(err.code) ? replicas - 1 : undefined;
 }
 
+/** Whether `auto` should ask for the same count again rather than settle for fewer (a clustered placement failure, in the grace time). */
+function placementMayCome(err: unknown, since: number): boolean {
+  return err instanceof JetStreamApiError && JS_NO_PLACEMENT.has(err.code) && Date.now() - since < PLACEMENT_GRACE_MS;
+}
+
 /** Creates the control-plane buckets (or opens them if they exist): idempotent, safe for every hub to call. */
 export async function createBuckets(options: CreateBucketsOptions): Promise<ControlBuckets> {
   const kvm = new Kvm(options.js);
   // Under `auto`, the count the first created bucket settled on is where the next one starts.
   let next = options.replicas === 'auto' ? AUTO_MAX_REPLICAS : options.replicas;
   const make = async (bucket: BucketName, extra: { history?: number; ttl?: number } = {}): Promise<KV> => {
+    const since = Date.now();
     for (let timeouts = 0; ; ) {
       const replicas = next;
       try {
@@ -61,6 +77,10 @@ export async function createBuckets(options: CreateBucketsOptions): Promise<Cont
         return await kvm.create(bucket, { replicas, history: extra.history ?? 1, ttl: extra.ttl ?? 0 });
       } catch (err) {
         const fewer = options.replicas === 'auto' ? fewerReplicas(err, replicas) : undefined;
+        if (fewer !== undefined && placementMayCome(err, since)) {
+          await sleep(PLACEMENT_RETRY_MS);
+          continue;
+        }
         if (fewer !== undefined) {
           next = fewer;
           continue;

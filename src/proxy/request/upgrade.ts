@@ -1,5 +1,6 @@
 import { request as httpRequest, type ClientRequest, type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
 import { request as httpsRequest } from 'node:https';
+import { isIP } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import type { RouteController } from '../routes/route-controller.js';
@@ -76,7 +77,8 @@ export function createUpgradeHandler(options: { controller: RouteController; log
       agent: false as const,
     };
     const out: ClientRequest = upstream.tls
-      ? httpsRequest({ ...target, servername: upstream.server.hostname, ...upstream.tls })
+      ? // SNI carries names only (RFC 6066); the certificate is checked against the host, an IP included, either way.
+        httpsRequest({ ...target, ...(isIP(upstream.server.hostname) ? {} : { servername: upstream.server.hostname }), ...upstream.tls })
       : httpRequest(target);
     let answered = false;
     const fail = (err: Error): void => {
