@@ -4,6 +4,7 @@ import { createCertificateAuthority, generateKeyPairPem, issueCertificate, type 
 import { freePort } from './free-port.js';
 import { writeKubeconfig } from './kubeconfig.js';
 import { httpsStatus } from './probes.js';
+import { DEFAULT_KUBE_VERSION } from './kube-versions.js';
 import { ServerProcess, serverControl, type ServerControl, type ServerStartOptions } from './server-process.js';
 import { resolveTool } from './tools.js';
 
@@ -144,6 +145,8 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
       `--service-account-key-file=${files.saPublic}`,
       `--service-account-signing-key-file=${files.saPrivate}`,
       ...audit,
+      // What a newer minor alone runs with (its shard-selector gate; src/dev/kube-versions.ts); nothing for the default.
+      ...(options.kubeVersion ?? DEFAULT_KUBE_VERSION).apiServerArgs,
     ],
     probe: async () => (await httpsStatus(`${server}/readyz`, identity)) === 200,
     // A cold kube-apiserver on 2 busy cores needs well over the usual few seconds.

@@ -12,7 +12,8 @@ export { livePidRecords, recordOwner } from './pid-file.js';
 export { httpOk } from './probes.js';
 export { ServerProcess } from './server-process.js';
 export { clusterNames, startTestbed, type Testbed, type TestbedInfo } from './testbed.js';
-export { TOOL_SPECS } from './tool-specs.js';
+export { DEFAULT_KUBE_VERSION, KUBE_VERSION_ENV, KUBE_VERSIONS, parseKubeVersion, selectKubeVersion, type KubeVersion } from './kube-versions.js';
+export { kubeApiServerSpec, TOOL_SPECS, toolSpec } from './tool-specs.js';
 export { findTool, provisionTools, resolveTool } from './tools.js';
 export { startPrometheus, type PrometheusHandle, type ScrapeTarget } from './prometheus.js';
 export {

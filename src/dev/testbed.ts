@@ -6,6 +6,7 @@ import { startEtcd, type EtcdHandle } from './etcd.js';
 import { writeKubeconfig } from './kubeconfig.js';
 import { startNats, type NatsEndpoint, type NatsHandle } from './nats.js';
 import { startNatsCluster, type NatsClusterHandle } from './nats-cluster.js';
+import { DEFAULT_KUBE_VERSION } from './kube-versions.js';
 import { resolveTool, type ToolOptions } from './tools.js';
 
 export interface TestbedOptions extends ToolOptions {
@@ -29,6 +30,8 @@ export interface TestbedInfo {
   /** `url` is the first server's; `urls` and `monitorUrls` list every server's, in the same order. */
   nats: NatsEndpoint & { urls: string[]; monitorUrl: string; monitorUrls: string[] };
   etcd: { url: string };
+  /** The Kubernetes release every kube-apiserver of the bed runs, e.g. `v1.33.13` (`kubeVersion` in the options). */
+  kubeVersion: string;
 }
 
 export interface Testbed {
@@ -74,6 +77,7 @@ export async function startTestbed(options: TestbedOptions): Promise<Testbed> {
   const names = clusterNames(options.clusters ?? 2);
   const natsServers = options.natsServers ?? 1;
   const onProgress = options.onProgress ?? (() => undefined);
+  const kubeVersion = options.kubeVersion ?? DEFAULT_KUBE_VERSION;
   const common = { env: options.env, logger: options.logger, signal: options.signal };
   // A bed always starts fresh: data of an earlier bed in the same dir holds other ports, certificates and keys.
   await Promise.all(['etcd', 'nats', ...names, 'kubeconfig', TESTBED_INFO_FILE].map((entry) => rm(join(dir, entry), { recursive: true, force: true })));
@@ -83,7 +87,9 @@ export async function startTestbed(options: TestbedOptions): Promise<Testbed> {
   const natsBinary = (await resolveTool('nats-server', options)).path;
   const apiServerBinary = (await resolveTool('kube-apiserver', options)).path;
 
-  onProgress(`starting etcd, ${natsServers === 1 ? 'nats-server' : `${natsServers} nats-servers`} and ${names.length} kube-apiserver(s) in ${dir}`);
+  onProgress(
+    `starting etcd, ${natsServers === 1 ? 'nats-server' : `${natsServers} nats-servers`} and ${names.length} kube-apiserver(s) ${kubeVersion.version} in ${dir}`,
+  );
   const started: Stoppable[] = [];
   const apiServers: Stoppable[] = [];
   const track = (list: Stoppable[]) => <T extends Stoppable>(handle: T): T => {
@@ -102,7 +108,7 @@ export async function startTestbed(options: TestbedOptions): Promise<Testbed> {
     onProgress(`etcd ready at ${etcd.url}; NATS ready at ${nats.urls.join(', ')}`);
     const clusters = await settleAll(
       names.map((name) =>
-        startApiServer({ ...common, binary: apiServerBinary, etcd, name, dir: join(dir, name) })
+        startApiServer({ ...common, kubeVersion, binary: apiServerBinary, etcd, name, dir: join(dir, name) })
           .then(track(apiServers))
           .then((handle) => {
             onProgress(`kube-apiserver ${name} ready at ${handle.server}`);
@@ -129,6 +135,7 @@ export async function startTestbed(options: TestbedOptions): Promise<Testbed> {
         ...(nats.security ? { security: nats.security } : {}),
       },
       etcd: { url: etcd.url },
+      kubeVersion: kubeVersion.version,
     };
     await writeKubeconfig(info.kubeconfigPath, info.clusters);
     await writeFile(join(dir, TESTBED_INFO_FILE), `${JSON.stringify(info, null, 2)}\n`, { mode: 0o600 });

@@ -1,17 +1,24 @@
+import { DEFAULT_KUBE_VERSION, type KubeVersion } from './kube-versions.js';
+
 /** The test servers and clients (and helm, which checks the charts) ControllerMesh builds from pinned Go modules. */
 export const TOOL_NAMES = ['etcd', 'nats-server', 'kube-apiserver', 'kubectl', 'helm'] as const;
 /** What a real node adds (`ctrlmesh dev up --node`): built only when a node is asked for. */
 export const NODE_TOOL_NAMES = ['kubelet', 'kube-proxy', 'kube-scheduler', 'kube-controller-manager', 'sample-controller'] as const;
 export type ToolName = (typeof TOOL_NAMES)[number] | (typeof NODE_TOOL_NAMES)[number];
 
-const KUBERNETES_VERSION = 'v1.33.13';
-// -X flags give the binaries a true /version (a plain module build reports v0.0.0).
-const KUBERNETES_LDFLAGS = [
-  '-s -w',
-  `-X k8s.io/component-base/version.gitVersion=${KUBERNETES_VERSION}`,
-  '-X k8s.io/component-base/version.gitMajor=1',
-  '-X k8s.io/component-base/version.gitMinor=33',
-].join(' ');
+const KUBERNETES_VERSION = DEFAULT_KUBE_VERSION.version;
+
+/** -X flags give the binaries a true /version (a plain module build reports v0.0.0). */
+function kubernetesLdflags(version: string): string {
+  const [major, minor] = version.replace(/^v/, '').split('.');
+  return [
+    '-s -w',
+    `-X k8s.io/component-base/version.gitVersion=${version}`,
+    `-X k8s.io/component-base/version.gitMajor=${major}`,
+    `-X k8s.io/component-base/version.gitMinor=${minor}`,
+  ].join(' ');
+}
+const KUBERNETES_LDFLAGS = kubernetesLdflags(KUBERNETES_VERSION);
 
 /** How a tool is built: `go build` of a package inside one of the wrapper modules under tools/, or `go install pkg@version`. */
 export type GoRecipe =
@@ -47,14 +54,7 @@ export const TOOL_SPECS: Record<ToolName, ToolSpec> = {
     recipe: { kind: 'install', pkg: 'github.com/nats-io/nats-server/v2@v2.14.9', binaryName: 'nats-server', ldflags: '-s -w' },
     origin: 'github.com/nats-io/nats-server/v2',
   },
-  'kube-apiserver': {
-    name: 'kube-apiserver',
-    version: KUBERNETES_VERSION,
-    envVar: 'CTRLMESH_KUBE_APISERVER',
-    inKubebuilderAssets: true,
-    recipe: { kind: 'build', moduleDir: 'kubernetes', pkg: 'k8s.io/kubernetes/cmd/kube-apiserver', ldflags: KUBERNETES_LDFLAGS },
-    origin: 'k8s.io/kubernetes (tools/kubernetes)',
-  },
+  'kube-apiserver': kubeApiServerSpec(DEFAULT_KUBE_VERSION),
   kubectl: {
     name: 'kubectl',
     version: KUBERNETES_VERSION,
@@ -86,6 +86,28 @@ export const TOOL_SPECS: Record<ToolName, ToolSpec> = {
     origin: 'k8s.io/sample-controller (tools/kubernetes; the upstream example operator, unmodified)',
   },
 };
+
+/**
+ * kube-apiserver of one Kubernetes minor. The default's variable is CTRLMESH_KUBE_APISERVER and envtest's
+ * KUBEBUILDER_ASSETS may hold it; another minor has a variable of its own (CTRLMESH_KUBE_APISERVER_V1_37) and is never
+ * taken from KUBEBUILDER_ASSETS, so a binary of the wrong minor is not picked up by accident.
+ */
+export function kubeApiServerSpec(kube: KubeVersion): ToolSpec {
+  const isDefault = kube.version === KUBERNETES_VERSION;
+  return {
+    name: 'kube-apiserver',
+    version: kube.version,
+    envVar: isDefault ? 'CTRLMESH_KUBE_APISERVER' : `CTRLMESH_KUBE_APISERVER_${kube.minor.toUpperCase().replace('.', '_')}`,
+    inKubebuilderAssets: isDefault,
+    recipe: { kind: 'build', moduleDir: kube.moduleDir, pkg: 'k8s.io/kubernetes/cmd/kube-apiserver', ldflags: kubernetesLdflags(kube.version) },
+    origin: `k8s.io/kubernetes (tools/${kube.moduleDir})`,
+  };
+}
+
+/** The spec of a tool; kube-apiserver's depends on the Kubernetes minor (the default when none is given). */
+export function toolSpec(name: ToolName, kube: KubeVersion = DEFAULT_KUBE_VERSION): ToolSpec {
+  return name === 'kube-apiserver' ? kubeApiServerSpec(kube) : TOOL_SPECS[name];
+}
 
 /** A node component built from the same pinned k8s.io/kubernetes module as kube-apiserver. */
 function kubernetesNodeTool(name: ToolName, envVar: string): ToolSpec {

@@ -5,7 +5,8 @@ import { join } from 'node:path';
 import { ToolError } from '../errors.js';
 import { withFileLock } from './file-lock.js';
 import { goBuild } from './go-build.js';
-import { NODE_TOOL_NAMES, TOOL_NAMES, TOOL_SPECS, type ToolName } from './tool-specs.js';
+import type { KubeVersion } from './kube-versions.js';
+import { NODE_TOOL_NAMES, TOOL_NAMES, toolSpec, type ToolName } from './tool-specs.js';
 
 export interface ToolOptions {
   env?: NodeJS.ProcessEnv;
@@ -13,6 +14,8 @@ export interface ToolOptions {
   onProgress?: (message: string) => void;
   /** Aborting it stops a build in progress. */
   signal?: AbortSignal;
+  /** Which Kubernetes minor's kube-apiserver (src/dev/kube-versions.ts); the default when absent. */
+  kubeVersion?: KubeVersion;
 }
 
 export interface ResolvedTool {
@@ -42,8 +45,8 @@ async function isExecutable(path: string): Promise<boolean> {
 export async function resolveTool(name: ToolName, options: ToolOptions = {}): Promise<ResolvedTool> {
   const env = options.env ?? process.env;
   const onProgress = options.onProgress ?? (() => undefined);
-  const spec = TOOL_SPECS[name];
-  const existing = await findTool(name, env);
+  const spec = toolSpec(name, options.kubeVersion);
+  const existing = await findTool(name, env, options.kubeVersion);
   if (existing) return existing;
   const dir = toolCacheDir(env);
   const target = join(dir, `${name}-${spec.version}`);
@@ -64,8 +67,8 @@ export async function resolveTool(name: ToolName, options: ToolOptions = {}): Pr
 }
 
 /** The tool from its CTRLMESH_* variable, KUBEBUILDER_ASSETS or the cache, without building; undefined if absent. */
-export async function findTool(name: ToolName, env: NodeJS.ProcessEnv = process.env): Promise<ResolvedTool | undefined> {
-  const spec = TOOL_SPECS[name];
+export async function findTool(name: ToolName, env: NodeJS.ProcessEnv = process.env, kube?: KubeVersion): Promise<ResolvedTool | undefined> {
+  const spec = toolSpec(name, kube);
   const found = (path: string, source: string): ResolvedTool => ({ name, version: spec.version, path, source });
 
   const explicit = env[spec.envVar];

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { TestProject } from 'vitest/node';
-import { startTestbed } from '../../src/dev/index.js';
+import { selectKubeVersion, startTestbed } from '../../src/dev/index.js';
 import './helpers/testbed.js';
 
 const say = (message: string): void => {
@@ -14,9 +14,12 @@ const say = (message: string): void => {
 
 /**
  * Starts ONE bed (2 clusters + NATS) for every integration file and hands its connection details over with
- * provide/inject. Also builds dist/, since some tests run the CLI as a child process, as a user would.
+ * provide/inject. Also builds dist/, since some tests run the CLI as a child process, as a user would. Its
+ * kube-apiservers run the Kubernetes minor CTRLMESH_KUBE_VERSION names (default v1.33; `npm run test:kube-next`).
  */
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  // Checked before anything starts: an unknown version fails the run at once, naming the variable.
+  const kubeVersion = selectKubeVersion(undefined, process.env);
   const started = Date.now();
   await promisify(execFile)(process.execPath, [join('node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json']);
   say(`dist/ built in ${((Date.now() - started) / 1000).toFixed(1)} s`);
@@ -25,7 +28,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   // and this removes their files.
   const removeDir = (): void => rmSync(dir, { recursive: true, force: true });
   process.once('exit', removeDir);
-  const bed = await startTestbed({ clusters: 2, dir, onProgress: say });
+  const bed = await startTestbed({ clusters: 2, dir, kubeVersion, onProgress: say });
   say(`ready in ${((Date.now() - started) / 1000).toFixed(1)} s; server logs in ${dir}`);
   project.provide('testbed', bed.info);
   return async () => {

@@ -11,6 +11,10 @@ import {
   type NodeBed,
   livePidRecords,
   recordOwner,
+  DEFAULT_KUBE_VERSION,
+  KUBE_VERSION_ENV,
+  KUBE_VERSIONS,
+  selectKubeVersion,
   TestbedError,
   type Testbed,
 } from '../../dev/index.js';
@@ -33,17 +37,33 @@ const nodeOption = {
   },
 } as const;
 
+const kubeVersionOption = {
+  'kube-version': {
+    type: 'string',
+    valueName: 'VERSION',
+    description:
+      `kube-apiserver's Kubernetes minor: ${KUBE_VERSIONS.map((k) => `${k.minor} (${k.version})`).join(' or ')}; ` +
+      `default $${KUBE_VERSION_ENV}, else ${DEFAULT_KUBE_VERSION.minor}. kubectl stays ${DEFAULT_KUBE_VERSION.minor}`,
+  },
+} as const;
+
+/** --kube-version, else CTRLMESH_KUBE_VERSION, else the default; an unknown one is a usage error (exit 2). */
+function kubeVersion(ctx: CommandContext): ReturnType<typeof selectKubeVersion> {
+  return selectKubeVersion(stringValue(ctx, 'kube-version'), ctx.env);
+}
+
 const toolsCommand: Command = {
   name: 'tools',
   summary: 'Find or build (once, into the cache) kube-apiserver, kubectl, etcd, nats-server and helm; print their paths.',
-  usage: '[--node]',
+  usage: '[--node] [--kube-version VERSION]',
   details:
     'Binaries are cached in ${XDG_CACHE_HOME:-~/.cache}/ctrlmesh/bin. CTRLMESH_KUBE_APISERVER, CTRLMESH_KUBECTL,\n' +
-    'CTRLMESH_ETCD and CTRLMESH_NATS_SERVER name existing binaries; KUBEBUILDER_ASSETS is honoured too.',
-  options: { ...nodeOption },
+    'CTRLMESH_ETCD and CTRLMESH_NATS_SERVER name existing binaries; KUBEBUILDER_ASSETS is honoured too.\n' +
+    'With --kube-version v1.37: its kube-apiserver (CTRLMESH_KUBE_APISERVER_V1_37 names an existing one).',
+  options: { ...nodeOption, ...kubeVersionOption },
   run: async (ctx) => {
     const node = ctx.values.node === true;
-    const tools = await provisionTools({ env: ctx.env, signal: ctx.signal, onProgress: (m) => ctx.logger.info(m), node });
+    const tools = await provisionTools({ env: ctx.env, signal: ctx.signal, onProgress: (m) => ctx.logger.info(m), node, kubeVersion: kubeVersion(ctx) });
     for (const t of tools) ctx.stdout.write(`${t.name.padEnd(16)}${t.version.padEnd(10)}${t.path}  (${t.source})\n`);
     return 0;
   },
@@ -109,14 +129,16 @@ async function serveUntilStopped(ctx: CommandContext, down: () => Promise<void>,
 const upCommand: Command = {
   name: 'up',
   summary: 'Start local clusters (etcd + one kube-apiserver each) and NATS with JetStream; stop them on Ctrl-C.',
-  usage: '[--clusters N] [--nats-servers N] [--dir DIR] | --node [--dir DIR]',
+  usage: '[--clusters N] [--nats-servers N] [--kube-version VERSION] [--dir DIR] | --node [--dir DIR]',
   details: [
     'With --node: one cluster with a real node instead (containerd and runc from Debian, kubelet, kube-proxy,',
     'kube-scheduler and kube-controller-manager from the pinned Kubernetes module; root only), the project\'s images',
     'built here and imported into containerd, and NATS, the hub and the agent installed into it with helm.',
+    `--kube-version v1.37 runs that minor's kube-apiserver with its ShardedListAndWatch feature gate on (not with --node).`,
   ].join('\n'),
   options: {
     ...nodeOption,
+    ...kubeVersionOption,
     clusters: { type: 'string', valueName: 'N', description: 'how many clusters, named cluster-a, cluster-b, ... (default 2)' },
     'nats-servers': {
       type: 'string',
@@ -128,6 +150,11 @@ const upCommand: Command = {
   run: async (ctx) => {
     const clusters = intValue(ctx, 'clusters', 2, { minimum: 1, maximum: 26 });
     const natsServers = intValue(ctx, 'nats-servers', 1, { minimum: 1, maximum: 5 });
+    const kube = kubeVersion(ctx);
+    if (ctx.values.node === true && kube !== DEFAULT_KUBE_VERSION) {
+      // The node's kubelet and controllers are the default minor's; a newer API server would put them out of skew.
+      throw new UsageError(`--node runs Kubernetes ${DEFAULT_KUBE_VERSION.minor} only; drop --kube-version ${kube.minor} (or unset ${KUBE_VERSION_ENV})`);
+    }
     const dir = bedDir(ctx);
     const running = await livePidRecords(dir);
     if (running.length > 0) {
@@ -151,6 +178,7 @@ const upCommand: Command = {
       const bed = await startTestbed({
         clusters,
         natsServers,
+        kubeVersion: kube,
         dir,
         env: ctx.env,
         logger: ctx.logger,

@@ -19,12 +19,14 @@ class Capture extends Writable {
   }
 }
 
-async function ctrlmesh(...argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+async function ctrlmeshWithEnv(env: NodeJS.ProcessEnv, ...argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   const stdout = new Capture();
   const stderr = new Capture();
-  const code = await run([...argv, '--log-level', 'silent'], { stdout, stderr, env: {}, signal: new AbortController().signal });
+  const code = await run([...argv, '--log-level', 'silent'], { stdout, stderr, env, signal: new AbortController().signal });
   return { code, stdout: stdout.text, stderr: stderr.text };
 }
+
+const ctrlmesh = (...argv: string[]): ReturnType<typeof ctrlmeshWithEnv> => ctrlmeshWithEnv({}, ...argv);
 
 const dir = mkdtempSync(join(tmpdir(), 'ctrlmesh-cli-'));
 const examples = new URL('../api/examples/', import.meta.url).pathname;
@@ -38,6 +40,22 @@ describe('ctrlmesh hash', () => {
     const r = await ctrlmesh('hash', '--buckets', '0', 'x');
     expect(r.code).toBe(2);
     expect(r.stderr).toBe('ctrlmesh: --buckets must be a whole number from 1 to 65536, not "0"\n');
+  });
+});
+
+describe('ctrlmesh dev --kube-version', () => {
+  it('refuses an unknown version, from the flag or CTRLMESH_KUBE_VERSION, with one line and exit 2 before starting anything', async () => {
+    expect(await ctrlmesh('dev', 'tools', '--kube-version', 'v1.99')).toEqual({
+      code: 2,
+      stdout: '',
+      stderr: 'ctrlmesh: --kube-version: unknown Kubernetes version "v1.99"; the test bed runs v1.33 (v1.33.13), v1.37 (v1.37.2)\n',
+    });
+    const up = await ctrlmeshWithEnv({ CTRLMESH_KUBE_VERSION: '1.99' }, 'dev', 'up', '--dir', join(dir, 'bed'));
+    expect(up).toMatchObject({ code: 2, stderr: 'ctrlmesh: CTRLMESH_KUBE_VERSION: unknown Kubernetes version "1.99"; the test bed runs v1.33 (v1.33.13), v1.37 (v1.37.2)\n' });
+  });
+  it('keeps a real node on the default minor', async () => {
+    const r = await ctrlmesh('dev', 'up', '--node', '--kube-version', 'v1.37', '--dir', join(dir, 'bed'));
+    expect(r).toMatchObject({ code: 2, stderr: expect.stringContaining('--node runs Kubernetes v1.33 only') });
   });
 });
 
