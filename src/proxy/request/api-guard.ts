@@ -8,9 +8,11 @@ import { statusFor } from './status.js';
 export function createApiGuard(options: { rules: () => RuleSet; clock: RuleClock; metrics: ProxyMetrics }): RequestGuard {
   const { rules, clock, metrics } = options;
   return async ({ info, reply }) => {
-    if (info.kind !== 'resource') return false;
+    const current = rules();
+    // Every proxy has a guard (cluster rules may arrive with any table); with no rule in force it costs one check.
+    if (info.kind !== 'resource' || current.inForce.length === 0) return false;
     const call = { kind: 'resource' as const, verb: info.verb, group: info.group, resource: info.resource, namespace: info.namespace };
-    const outcome = judge(rules(), call, clock, metrics);
+    const outcome = judge(current, call, clock, metrics);
     if (outcome.delayMs > 0) await sleep(outcome.delayMs);
     if (outcome.action === 'pass') return false;
     sendStatus(reply, statusFor(outcome.code, outcome.message), outcome.retryAfterSeconds);

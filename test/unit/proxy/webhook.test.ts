@@ -301,6 +301,7 @@ describe('the webhook listener, over real TLS', () => {
     const served = async (): Promise<string> =>
       new Promise((resolve, reject) => {
         const url = new URL(webhook.url as string);
+        // Unverified on purpose: this only reads which certificate is served; verification is judged below.
         const socket = connect({ host: url.hostname, port: Number(url.port), servername: DNS, rejectUnauthorized: false }, () => {
           resolve(socket.getPeerX509Certificate()?.fingerprint256 ?? '');
           socket.end();
