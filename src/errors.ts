@@ -114,3 +114,11 @@ export class BodyTooLargeError extends CtrlmeshError {
     this.name = 'BodyTooLargeError';
   }
 }
+
+/** A list answer the proxy had to filter itself but could not read (too large, not JSON, compressed): never passed on. */
+export class UnjudgedListError extends CtrlmeshError {
+  constructor(reason: string) {
+    super(ErrorCodes.PROXY_REQUEST, `the proxy must filter this list itself and cannot: ${reason}`);
+    this.name = 'UnjudgedListError';
+  }
+}

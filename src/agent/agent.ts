@@ -24,9 +24,10 @@ import { ClusterWatch } from './cluster-watch.js';
 import { installCrds } from './crds.js';
 import { Labeller, labelWork } from './labeller.js';
 import { connectAndRegister, type RegisteredLink } from './register.js';
-import { relatedResources } from './related.js';
+import { labelScope, labelsResource, relatedResources, type LabelScope } from './related.js';
 import { buildReport } from './report.js';
 import { ruleStatus, type RuleStatus } from './rule-status.js';
+import { kubeGetter, ShardSelectorProbe } from './shard-selector-probe.js';
 import { ShardingConfigValidator, type ValidatedConfig } from './sharding-configs.js';
 import { shardingConfigStatus, statusChanged } from './sharding-status.js';
 import { registerWebhook, removeWebhook, startWebhookServer, WEBHOOK_PATH, type WebhookTarget, type WebhookTls } from './webhook.js';
@@ -146,6 +147,8 @@ interface LoopContext {
 class AgentLoop {
   private readonly watch: ClusterWatch;
   private readonly labeller: Labeller;
+  /** Whether the API server filters by shard selector: decides what is labelled and what the report says. */
+  private readonly probe: ShardSelectorProbe;
   private readonly custom: CustomObjectsApi;
   private readonly routes = new Map<string, RouteTable>();
   private routesWatch: Watch | undefined;
@@ -186,6 +189,14 @@ class AgentLoop {
     const { kc } = this;
     this.custom = kc.makeApiClient(CustomObjectsApi);
     this.labeller = new Labeller({ kc, logger: this.logger, metrics: this.metrics, qps: this.options.labelQps });
+    // Polled on the report's repeat: an upgrade is rare, and the report that says so goes out on that rhythm anyway.
+    this.probe = new ShardSelectorProbe({
+      get: kubeGetter(kc),
+      logger: this.logger,
+      metrics: this.metrics,
+      intervalMs: this.options.reportRepeatMs,
+      onChange: () => this.schedule(),
+    });
     this.watch = new ClusterWatch({
       kc,
       logger: this.logger,
@@ -229,6 +240,7 @@ class AgentLoop {
     });
     this.heartbeat = setInterval(() => this.sendHeartbeat(), this.options.heartbeatMs);
     this.repeat = setInterval(() => this.repeatReport(), this.options.reportRepeatMs);
+    this.probe.start();
     this.sendHeartbeat();
   }
 
@@ -245,6 +257,7 @@ class AgentLoop {
     this.unlisten?.();
     this.routesWatch?.stop();
     this.acksWatch?.stop();
+    await this.probe.stop();
     await this.syncer.stop();
     await this.watch.stop();
   }
@@ -267,11 +280,12 @@ class AgentLoop {
   private async sync(): Promise<void> {
     try {
       const configs = this.validConfigs();
-      await this.updateRelated(configs);
+      const scope = labelScope({ configs, algorithm: this.settings.algorithm, serverShardSelectors: this.probe.offered });
+      await this.updateRelated(configs, scope);
       this.sendReport();
       await this.writeStatuses();
       await this.writeRuleStatuses();
-      this.label();
+      this.label(scope);
     } catch (err) {
       this.logger.warn({ err: (err as Error).message }, 'sync failed; retrying on the next change');
     }
@@ -286,9 +300,13 @@ class AgentLoop {
     return this.shardingConfigs().flatMap(({ model }) => (model ? [model] : []));
   }
 
-  private async updateRelated(configs: readonly ShardingConfigModel[]): Promise<void> {
+  /**
+   * Watches every related resource (the report counts their objects whatever labels them) and registers the
+   * webhook for what `scope` labels, of those the API server serves.
+   */
+  private async updateRelated(configs: readonly ShardingConfigModel[], scope: LabelScope): Promise<void> {
     const wanted = relatedResources(configs);
-    const key = JSON.stringify(wanted);
+    const key = JSON.stringify({ wanted, scope });
     if (key === this.relatedKey) return;
     const missing = await this.watch.setRelated(wanted);
     if (missing.length) this.logger.warn({ missing }, 'ShardingConfigs relate to resources this API server does not serve');
@@ -300,7 +318,10 @@ class AgentLoop {
         caPem: this.webhook.caPem,
         inject: this.webhook.inject,
         skip: this.options.skipNamespaces,
-        resources: [...this.watch.related.values()].map((r) => ({ group: r.resource.group, resource: r.resource.resource })),
+        namespaces: scope.namespaces,
+        resources: [...this.watch.related.values()]
+          .filter((r) => labelsResource(scope, r.resource))
+          .map((r) => ({ group: r.resource.group, resource: r.resource.resource })),
       });
     }
     this.relatedKey = key;
@@ -321,6 +342,7 @@ class AgentLoop {
       pods: this.watch.pods.list(),
       namespaces: this.watch.namespaces.list(),
       related,
+      shardSelectors: this.probe.offered,
       now: new Date(),
     });
     this.lastReport = report;
@@ -394,12 +416,13 @@ class AgentLoop {
     }
   }
 
-  private label(): void {
+  private label(scope: LabelScope): void {
     const work = labelWork({
       namespaces: this.watch.namespaces.list(),
-      related: [...this.watch.related.values()].map((r) => ({ apiVersion: r.resource.apiVersion, kind: r.resource.kind, objects: r.watch.list() })),
+      related: [...this.watch.related.values()].map(({ resource, watch }) => ({ ...resource, objects: watch.list() })),
       settings: this.settings,
       skip: new Set(this.options.skipNamespaces),
+      scope,
     });
     // Runs in the background; a change arriving meanwhile triggers the next pass, which skips what is done.
     void this.labeller.run(work, this.signal).then((ran) => {

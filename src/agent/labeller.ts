@@ -4,6 +4,7 @@ import { isApiStatus } from '../kube/index.js';
 import type { AgentMetrics } from '../metrics/index.js';
 import type { HashSettings } from '../sharding/index.js';
 import { meshLabels, missingLabels } from './labels.js';
+import { labelsResource, type LabelScope } from './related.js';
 
 export interface LabelTarget {
   apiVersion: string;
@@ -14,23 +15,25 @@ export interface LabelTarget {
 }
 
 /**
- * What still needs labels (pure): each namespace with its own bucket, each related object with its namespace's.
- * Objects already labelled are not listed, which is what lets an interrupted pass resume where it stopped.
+ * What still needs labels (pure): each namespace with its own bucket, each related object with its namespace's, as
+ * far as `scope` labels them (`labelScope`). Objects already labelled are not listed, which is what lets an
+ * interrupted pass resume where it stopped; labels out of scope are left as they are, never removed.
  */
 export function labelWork(input: {
   namespaces: readonly KubernetesObject[];
-  related: readonly { apiVersion: string; kind: string; objects: readonly KubernetesObject[] }[];
+  related: readonly { group: string; resource: string; apiVersion: string; kind: string; objects: readonly KubernetesObject[] }[];
   settings: HashSettings;
   skip: ReadonlySet<string>;
+  scope: LabelScope;
 }): LabelTarget[] {
   const work: LabelTarget[] = [];
-  for (const ns of input.namespaces) {
+  for (const ns of input.scope.namespaces ? input.namespaces : []) {
     const name = ns.metadata?.name;
     if (!name || input.skip.has(name)) continue;
     const missing = missingLabels(ns.metadata?.labels, meshLabels(name, input.settings));
     if (missing) work.push({ apiVersion: 'v1', kind: 'Namespace', name, labels: missing });
   }
-  for (const { apiVersion, kind, objects } of input.related) {
+  for (const { apiVersion, kind, objects } of input.related.filter((r) => labelsResource(input.scope, r))) {
     for (const obj of objects) {
       const namespace = obj.metadata?.namespace;
       const name = obj.metadata?.name;

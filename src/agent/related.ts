@@ -1,4 +1,5 @@
 import type { ShardingConfigModel } from '../api/index.js';
+import { objectSelection, type HashAlgorithm } from '../sharding/index.js';
 
 /** The (group, resource) pairs valid ShardingConfigs relate to: what the agent labels and counts (pure). */
 export function relatedResources(configs: readonly ShardingConfigModel[]): { group: string; resource: string }[] {
@@ -18,4 +19,32 @@ export function relatedResources(configs: readonly ShardingConfigModel[]): { gro
     }
   }
   return [...seen.values()].sort((a, b) => (`${a.group}/${a.resource}` < `${b.group}/${b.resource}` ? -1 : 1));
+}
+
+/** What the agent labels (its passes and its webhook): whether namespaces, and which related resources. */
+export interface LabelScope {
+  namespaces: boolean;
+  resources: { group: string; resource: string }[];
+}
+
+/** Whether `scope` labels the objects of a resource as discovery resolved it (a `*` group names every group). */
+export function labelsResource(scope: LabelScope, resource: { group: string; resource: string }): boolean {
+  return scope.resources.some((r) => (r.group === '*' || r.group === resource.group) && r.resource === resource.resource);
+}
+
+/**
+ * What needs labels in this cluster (pure). Objects of a config's related resources are labelled only where its
+ * proxies select by label (`objectSelection`); the others are still watched, for the report's object counts.
+ * Namespace labels are shared by every operator of the cluster, including multicluster operators whose config lives
+ * in another cluster, so they stay unless this API server filters by hash range itself (`fnv`), or when some local
+ * config asks for labels `Always`. Labels already written are never removed: narrowing only stops adding them.
+ * Until the probe has answered, `serverShardSelectors` is false, so everything is labelled as before.
+ */
+export function labelScope(input: { configs: readonly ShardingConfigModel[]; algorithm: HashAlgorithm; serverShardSelectors: boolean }): LabelScope {
+  const { configs, algorithm, serverShardSelectors } = input;
+  const labelled = configs.filter((config) => objectSelection({ algorithm, serverShardSelectors, objectLabels: config.objectLabels }) === 'labels');
+  return {
+    namespaces: !(serverShardSelectors && algorithm === 'fnv') || configs.some((config) => config.objectLabels === 'Always'),
+    resources: relatedResources(labelled),
+  };
 }

@@ -14,6 +14,8 @@ export interface ReportInput {
   namespaces: readonly V1Namespace[];
   /** Objects of each related resource, by resource name. */
   related: ReadonlyMap<string, readonly KubernetesObject[]>;
+  /** Whether the API server filters by shard selector, as the agent last probed it (false until it knows). */
+  shardSelectors: boolean;
   now: Date;
 }
 
@@ -71,6 +73,7 @@ export function buildReport(input: ReportInput): ClusterReport {
     cluster: input.cluster,
     sentAt: input.now.toISOString(),
     hash: { algorithm: input.settings.algorithm, bucketCount: input.settings.bucketCount, labels: { ...input.settings.labels } },
+    shardSelectors: input.shardSelectors,
     shardingConfigs: input.shardingConfigs.map((c) => reported(c.object)).sort(byName),
     circuitBreakers: input.circuitBreakers.map(reported).sort(byName),
     faultInjections: input.faultInjections.map(reported).sort(byName),

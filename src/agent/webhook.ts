@@ -65,7 +65,9 @@ export interface WebhookRegistration {
   target: WebhookTarget;
   caPem: string;
   skip: readonly string[];
-  /** Related resources to label besides namespaces. */
+  /** Whether namespaces are labelled (`labelScope`): without, the namespaces rule is left out. */
+  namespaces: boolean;
+  /** Related resources to label (`labelScope`): only those whose objects the proxies select by label. */
   resources: readonly { group: string; resource: string }[];
   /** Whether to register the sidecar injection webhook (pods) too. */
   inject: boolean;
@@ -83,7 +85,11 @@ export function webhookConfigurationName(cluster: string): string {
   return `ctrlmesh-agent-${cluster}`.toLowerCase().replace(/[^a-z0-9.-]/g, '-');
 }
 
-/** The MutatingWebhookConfiguration pointing the API server at the agent (failurePolicy Ignore: never blocks). */
+/**
+ * The MutatingWebhookConfiguration pointing the API server at the agent (failurePolicy Ignore: never blocks): a
+ * labelling webhook for namespaces and one for related objects, each only when there is something to label, and
+ * the sidecar injection webhook when asked.
+ */
 export function webhookConfiguration(options: WebhookRegistration): V1MutatingWebhookConfiguration {
   const clientConfig = webhookClientConfig(options.target, WEBHOOK_PATH, options.caPem);
   const namespaceSelector = {
@@ -103,11 +109,15 @@ export function webhookConfiguration(options: WebhookRegistration): V1MutatingWe
     kind: 'MutatingWebhookConfiguration',
     metadata: { name: webhookConfigurationName(options.cluster) },
     webhooks: [
-      {
-        ...common,
-        name: 'namespaces.ctrlmesh.kusionstack.io',
-        rules: [{ apiGroups: [''], apiVersions: ['v1'], operations: ['CREATE', 'UPDATE'], resources: ['namespaces'], scope: 'Cluster' }],
-      },
+      ...(options.namespaces
+        ? [
+            {
+              ...common,
+              name: 'namespaces.ctrlmesh.kusionstack.io',
+              rules: [{ apiGroups: [''], apiVersions: ['v1'], operations: ['CREATE', 'UPDATE'], resources: ['namespaces'], scope: 'Cluster' }],
+            },
+          ]
+        : []),
       ...(options.resources.length
         ? [
             {

@@ -5,6 +5,7 @@ export {
   ResourceGroupSchema,
   type LabelSelector,
   type LabelSelectorRequirement,
+  type ResourceGroup,
 } from './label-selector.js';
 export { labelKeyProblem, labelValueProblem } from './label-syntax.js';
 export { DURATION_PATTERN, durationMs, formatDuration, parseDuration } from './duration.js';
@@ -13,7 +14,7 @@ export { ObjectName, StringEnum } from './schema-types.js';
 export { type CircuitBreakerModel, type CircuitBreakerSpec, type CircuitBreakerStatus } from './circuit-breaker.js';
 export { type Condition } from './conditions.js';
 export { type FaultInjectionModel, type FaultInjectionSpec, type FaultInjectionStatus } from './fault-injection.js';
-export { type ShardLimit, type ShardingConfigModel, type ShardingConfigStatus } from './sharding-config.js';
+export { OBJECT_LABELS, type ObjectLabels, type ShardLimit, type ShardingConfigModel, type ShardingConfigStatus } from './sharding-config.js';
 export {
   formatProblems,
   schemaProblems,

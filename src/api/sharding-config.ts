@@ -6,6 +6,11 @@ import { IntOrString } from './schema-types.js';
 
 const closed = { additionalProperties: false } as const;
 
+/** `spec.objectLabels`: see the schema's description. */
+export const OBJECT_LABELS = ['Auto', 'Always', 'Never'] as const;
+export type ObjectLabels = (typeof OBJECT_LABELS)[number];
+
+
 /** KusionStack's ObjectLimiter: the resources a limit applies to and the selector their objects must match. */
 const ObjectLimiterSchema = Type.Object(
   {
@@ -106,6 +111,28 @@ export const ShardingConfigSpecSchema = Type.Object(
     ),
     limits: Type.Optional(Type.Array(LimitSchema)),
     root: Type.Optional(RootSchema),
+    objectSharding: Type.Optional(
+      Type.Array(ResourceGroupSchema, {
+        description:
+          'ControllerMesh extension: resources whose objects are sharded one by one, by the hash of their uid, instead ' +
+          'of by namespace, so one namespace\'s objects spread over the shards. The API server filters lists and ' +
+          'watches by uid range where it offers shard selectors (Kubernetes 1.36+); elsewhere the proxy filters them. ' +
+          'Reads of one object are judged from the answer and writes after a read of the object (docs/shard-selectors.md).',
+      }),
+    ),
+    objectLabels: Type.Optional(
+      Type.Union(
+        OBJECT_LABELS.map((v) => Type.Literal(v)),
+        {
+          description:
+            'ControllerMesh extension: whether the agent writes the sharding labels on namespaces and on the objects of ' +
+            'the resources the limits name. Auto (the default): only in clusters whose API server cannot filter by ' +
+            'hash range itself (Kubernetes before 1.36, or the ShardedListAndWatch gate off) or when the hash algorithm ' +
+            'is kusionstack. Always: everywhere, as KusionStack does. Never: nowhere; where the API server cannot ' +
+            'filter, the proxy filters lists and watches itself, at the cost of reading every object.',
+        },
+      ),
+    ),
   },
   closed,
 );
@@ -165,6 +192,9 @@ export interface ShardingConfigModel {
   webhook?: { certDir: string; port: number };
   limits: ShardLimit[];
   root?: RootModel;
+  objectLabels: ObjectLabels;
+  /** Resources sharded by object uid rather than by namespace (`spec.objectSharding`). */
+  objectSharding: ResourceGroup[];
 }
 
 function normalizeLimit(limit: LimitInput): ShardLimit {
@@ -232,6 +262,8 @@ export function normalizeShardingConfig(meta: { name: string; namespace?: string
     namespace: meta.namespace ?? 'default',
     selector: spec.selector ?? {},
     limits: (spec.limits ?? []).map(normalizeLimit),
+    objectLabels: spec.objectLabels ?? 'Auto',
+    objectSharding: spec.objectSharding ?? [],
   };
   if (spec.controller) {
     model.controller = { leaderElectionName: spec.controller.leaderElectionName, multicluster: spec.controller.multicluster ?? false };

@@ -1,4 +1,4 @@
-import { validateManifest, type ShardingConfigModel, type ShardLimit } from '../api/index.js';
+import { validateManifest, type ObjectLabels, type ResourceGroup, type ShardingConfigModel, type ShardLimit } from '../api/index.js';
 import {
   bucketsOfUnits,
   createHashSettings,
@@ -49,6 +49,12 @@ export function desiredPlan(input: DesiredInput): FleetPlan {
   const extras = new Map<string, ShardExtras>();
   /** The webhook port of each operator whose config has `spec.webhook` (the first cluster's, by name). */
   const webhooks = new Map<string, number>();
+  /**
+   * The `spec.objectLabels` of each operator, the first cluster's by name like the webhook port: one operator's
+   * configs are meant to be the same manifest in every cluster.
+   */
+  const objectLabels = new Map<string, ObjectLabels>();
+  const objectSharding = new Map<string, ResourceGroup[]>();
   const frozen = new Set<string>();
   let settings: HashSettings | undefined;
   const weights: { cluster: string; namespace: string; objects: number }[] = [];
@@ -74,6 +80,8 @@ export function desiredPlan(input: DesiredInput): FleetPlan {
       merged.shards.push(...op.shards);
       operators.set(op.name, merged);
       if (meaning.webhook && !webhooks.has(op.name)) webhooks.set(op.name, meaning.webhook.port);
+      if (!objectLabels.has(op.name)) objectLabels.set(op.name, meaning.objectLabels);
+      if (!objectSharding.has(op.name)) objectSharding.set(op.name, meaning.objectSharding);
       for (const shard of meaning.shards) extras.set(`${meaning.operator}\u0000${shard.name}`, shard);
     }
     const perNamespace = new Map<string, number>();
@@ -97,6 +105,7 @@ export function desiredPlan(input: DesiredInput): FleetPlan {
     previous,
   );
 
+  const filtering = new Set([...input.reports].filter(([name, report]) => input.clusters.has(name) && report.shardSelectors === true).map(([name]) => name));
   const endpoints = webhooks.size > 0 ? shardEndpoints(input.reports.values()) : new Map<string, string[]>();
   const planned: OperatorPlan[] = [];
   for (const [operator, shards] of Object.entries(result.assignment.operators)) {
@@ -117,13 +126,19 @@ export function desiredPlan(input: DesiredInput): FleetPlan {
       };
     });
     const webhookPort = webhooks.get(operator);
+    const clusters = [...spanned].sort();
+    const shardSelectorClusters = clusters.filter((name) => filtering.has(name));
     planned.push({
       operator,
       hashAlgorithm: settings.algorithm,
       bucketCount: settings.bucketCount,
       labels: { ...settings.labels },
-      clusters: [...spanned].sort(),
+      clusters,
       shards: shardPlans,
+      objectLabels: objectLabels.get(operator) ?? 'Auto',
+      ...(objectSharding.get(operator)?.length ? { objectSharding: objectSharding.get(operator) } : {}),
+      // Only when there are some, so plans (and tables) of clusters without shard selectors stay as they were.
+      ...(shardSelectorClusters.length ? { shardSelectorClusters } : {}),
       ...(webhookPort === undefined
         ? {}
         : { webhook: { port: webhookPort, endpoints: Object.fromEntries(shardPlans.map((s) => [s.name, [...(endpoints.get(s.name) ?? [])].sort()])) } }),

@@ -1,3 +1,4 @@
+import type { ObjectLabels, ResourceGroup } from '../api/index.js';
 import type { UnitKey } from '../sharding/index.js';
 import type { ClusterRoute, RouteTable, TableRule, TableWebhook } from '../transport/index.js';
 
@@ -26,6 +27,12 @@ export interface OperatorPlan {
   shards: ShardPlan[];
   /** For an operator whose ShardingConfig has `spec.webhook`: its port and every shard's ready pod IPs. */
   webhook?: TableWebhook;
+  /** Its ShardingConfig's `spec.objectLabels` (absent: Auto); with the next field, each cluster route's `selection`. */
+  objectLabels?: ObjectLabels;
+  /** The clusters it spans whose agents last reported an API server that filters by shard selector (absent: none). */
+  shardSelectorClusters?: string[];
+  /** Its ShardingConfig's `spec.objectSharding` (absent: none). */
+  objectSharding?: ResourceGroup[];
 }
 
 /** The result of planning: operators whose configs are valid, and those kept as they were (invalid input). */

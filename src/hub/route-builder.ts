@@ -1,4 +1,4 @@
-import { bucketsOfUnits, type Ownership, type UnitKey } from '../sharding/index.js';
+import { bucketsOfUnits, objectSelection, type Ownership, type UnitKey } from '../sharding/index.js';
 import { ROUTE_TABLE_SCHEMA_VERSION, type ClusterIdentity, type RouteTable } from '../transport/index.js';
 import type { OperatorPlan, ShardPlan } from './plan.js';
 
@@ -42,6 +42,11 @@ export function buildRouteTable(options: BuildRouteTableOptions): RouteTable {
   const clusters = plan.clusters.flatMap((name) => {
     const identity = options.clusters.get(name);
     if (!identity) return [];
+    const selection = objectSelection({
+      algorithm: plan.hashAlgorithm,
+      serverShardSelectors: plan.shardSelectorClusters?.includes(name) ?? false,
+      objectLabels: plan.objectLabels ?? 'Auto',
+    });
     return [
       {
         name,
@@ -49,6 +54,9 @@ export function buildRouteTable(options: BuildRouteTableOptions): RouteTable {
         caPem: identity.caPem,
         buckets: buckets.get(name) ?? [],
         ...(owners ? { bucketOwners: owners.get(name) ?? {} } : {}),
+        // Absent for labels, so a labelled cluster's route is byte for byte what it was before selections existed.
+        ...(selection === 'labels' ? {} : { selection }),
+        ...(plan.objectSharding ? { objectSharding: plan.objectSharding } : {}),
         limits: shard?.limits ?? [],
       },
     ];

@@ -8,6 +8,7 @@ export interface AgentMetrics {
   labelPatches: Counter<'kind'>;
   labellingRemaining: Gauge;
   admissionReviews: Counter<'patched'>;
+  shardSelectors: Gauge;
 }
 
 export function createAgentMetrics(registry: Registry): AgentMetrics {
@@ -27,6 +28,11 @@ export function createAgentMetrics(registry: Registry): AgentMetrics {
       name: 'ctrlmesh_agent_admission_reviews_total',
       help: 'Admission reviews answered, by whether labels were added.',
       labelNames: ['patched'],
+      registers,
+    }),
+    shardSelectors: new Gauge({
+      name: 'ctrlmesh_agent_shard_selectors',
+      help: '1 while the API server filters lists and watches by shard selector (KEP-5866), as last probed; 0 until a probe has answered.',
       registers,
     }),
   };

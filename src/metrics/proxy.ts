@@ -9,6 +9,7 @@ export interface ProxyMetrics {
   requestDuration: Histogram<'cluster' | 'verb'>;
   openWatches: Gauge<'cluster'>;
   watchEventsFiltered: Counter<'cluster'>;
+  listsFiltered: Counter<'cluster' | 'reason'>;
   watchesEnded: Counter<'cluster' | 'reason'>;
   breakerState: Gauge<'cluster'>;
   rateLimited: Counter<'rule'>;
@@ -52,6 +53,14 @@ export function createProxyMetrics(registry: Registry): ProxyMetrics {
       name: 'ctrlmesh_proxy_watch_events_filtered_total',
       help: 'Watch events dropped or turned into bookmarks because their object is outside the shard.',
       labelNames: ['cluster'],
+      registers,
+    }),
+    listsFiltered: new Counter({
+      name: 'ctrlmesh_proxy_lists_filtered_total',
+      help:
+        'List answers the proxy read whole and filtered itself: reason "no-echo" when the API server did not confirm the ' +
+        'shard selector sent (an older server, or its feature gate off), "unlabelled" where nothing is labelled by design.',
+      labelNames: ['cluster', 'reason'],
       registers,
     }),
     watchesEnded: new Counter({

@@ -42,6 +42,8 @@ function child(root: ShardingConfigModel, of: { name: string; ordinals: number[]
     namespace: root.namespace,
     selector: podSelector(root, of.ordinals),
     limits: of.limits,
+    objectLabels: root.objectLabels,
+    objectSharding: root.objectSharding,
   };
   if (root.controller) config.controller = { ...root.controller };
   if (root.webhook) config.webhook = { ...root.webhook };

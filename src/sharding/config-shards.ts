@@ -1,4 +1,4 @@
-import type { LabelSelector, ShardingConfigModel, ShardLimit } from '../api/index.js';
+import type { LabelSelector, ObjectLabels, ResourceGroup, ShardingConfigModel, ShardLimit } from '../api/index.js';
 import { expandRoot } from './auto-sharding.js';
 import { bucketOf, type HashSettings } from './hash.js';
 import { compileSelector } from './selector.js';
@@ -42,6 +42,10 @@ export interface ConfigShards {
   shards: ConfigShard[];
   /** `spec.webhook`: where every shard's operator serves its admission webhook (the proxy routes each review to the owner). */
   webhook?: { certDir: string; port: number };
+  /** `spec.objectLabels`: whether its objects are selected by label where the API server could filter itself (`objectSelection`). */
+  objectLabels: ObjectLabels;
+  /** `spec.objectSharding`: resources whose objects belong to the bucket of their uid. */
+  objectSharding: ResourceGroup[];
 }
 
 /**
@@ -89,6 +93,8 @@ export function shardsOfConfig(config: ShardingConfigModel, home: ConfigHome): C
     homeCluster,
     multicluster: config.controller?.multicluster ?? false,
     shards: [],
+    objectLabels: config.objectLabels,
+    objectSharding: config.objectSharding,
   };
   if (config.webhook) meaning.webhook = { ...config.webhook };
   const root = config.root;

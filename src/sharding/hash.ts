@@ -59,30 +59,50 @@ export function kusionstackBucket(namespace: string, bucketCount: number): numbe
   return h;
 }
 
-const FNV_OFFSET = 0x811c9dc5;
-const FNV_PRIME = 0x01000193;
 const utf8 = new TextEncoder();
 
-/** FNV-1a, 32 bits, over the UTF-8 bytes (ASCII names, the usual case, skip the encoder). */
-export function fnv1a32(text: string): number {
-  let h = FNV_OFFSET;
+/**
+ * 64-bit FNV-1a over the UTF-8 bytes, as two 32-bit halves (numbers, not BigInt: this runs per request). It is the
+ * hash Kubernetes' shard selectors apply to `object.metadata.namespace` (KEP-5866, apimachinery `pkg/sharding`).
+ * The prime is 2^40 + 0x1b3, so a multiply is `h*0x1b3 + (h << 40)`, carried by hand between the halves.
+ */
+export function fnv1a64(text: string): { hi: number; lo: number } {
+  let hi = 0xcbf29ce4;
+  let lo = 0x84222325;
+  const mix = (byte: number): void => {
+    lo ^= byte;
+    const low = (lo >>> 0) * 0x1b3;
+    const carry = Math.floor(low / 0x1_0000_0000);
+    hi = (Math.imul(hi, 0x1b3) + carry + ((lo << 8) >>> 0)) >>> 0;
+    lo = low >>> 0;
+  };
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
-    if (c >= 0x80) return fnv1a32Bytes(utf8.encode(text));
-    h = Math.imul(h ^ c, FNV_PRIME);
+    if (c >= 0x80) {
+      hi = 0xcbf29ce4;
+      lo = 0x84222325;
+      for (const b of utf8.encode(text)) mix(b);
+      return { hi, lo: lo >>> 0 };
+    }
+    mix(c);
   }
-  return h >>> 0;
+  return { hi, lo: lo >>> 0 };
 }
 
-function fnv1a32Bytes(bytes: Uint8Array): number {
-  let h = FNV_OFFSET;
-  for (const b of bytes) h = Math.imul(h ^ b, FNV_PRIME);
-  return h >>> 0;
+/**
+ * The `fnv` bucket: which of `bucketCount` equal slices of the 64-bit FNV-1a space the namespace's hash falls in,
+ * floor(h * n / 2^64). Each bucket is then one contiguous hash range, so a shard's buckets can be sent to the API
+ * server as a few `shardRange` terms (see bucket-ranges.ts).
+ */
+export function fnvBucket(namespace: string, bucketCount: number): number {
+  const { hi, lo } = fnv1a64(namespace);
+  // hi*n and lo*n stay below 2^48, exact in a double; the floor of the sum over 2^64 nests as below.
+  return Math.floor((hi * bucketCount + Math.floor((lo * bucketCount) / 0x1_0000_0000)) / 0x1_0000_0000);
 }
 
 /** The bucket (0 .. bucketCount-1) of a namespace under the given settings. */
 export function bucketOf(namespace: string, settings: Pick<HashSettings, 'algorithm' | 'bucketCount'>): number {
   return settings.algorithm === 'kusionstack'
     ? kusionstackBucket(namespace, settings.bucketCount)
-    : fnv1a32(namespace) % settings.bucketCount;
+    : fnvBucket(namespace, settings.bucketCount);
 }

@@ -13,7 +13,8 @@ export {
   HASH_ALGORITHMS,
   bucketOf,
   createHashSettings,
-  fnv1a32,
+  fnv1a64,
+  fnvBucket,
   kusionstackBucket,
   type HashAlgorithm,
   type HashSettings,
@@ -52,3 +53,20 @@ export {
   type Ownership,
   type UnitKey,
 } from './units.js';
+export {
+  HASH_SPACE_END,
+  NAMESPACE_FIELD,
+  UID_FIELD,
+  bucketRange,
+  keepPoints,
+  namespaceHash,
+  normalizeRanges,
+  rangesOfBuckets,
+  removePoints,
+  renderShardSelector,
+  type HashRange,
+  type HashRanges,
+} from './hash-ranges.js';
+export { objectSelection, type ObjectSelection } from './object-selection.js';
+export { meshLabels } from './mesh-labels.js';
+export { rangeSelector, type RangeSelector } from './range-selector.js';

@@ -119,6 +119,11 @@ export const ClusterReportSchema = Type.Object(
       },
       { additionalProperties: false },
     ),
+    /**
+     * Whether this cluster's API server filters lists and watches by `shardSelector` (KEP-5866), as the agent found
+     * by asking it: a list must come back with `metadata.shardInfo`. Absent: no (an older agent).
+     */
+    shardSelectors: Type.Optional(Type.Boolean()),
     shardingConfigs: Type.Array(ReportedObjectSchema),
     circuitBreakers: Type.Array(ReportedObjectSchema),
     faultInjections: Type.Array(ReportedObjectSchema),

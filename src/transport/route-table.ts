@@ -22,6 +22,17 @@ export const ClusterRouteSchema = Type.Object(
      * the proxy's 403 for a stale or misrouted write can name the owner. Absent = owners unknown.
      */
     bucketOwners: Type.Optional(Type.Record(Type.String({ pattern: '^[0-9]+$' }), Type.String({ minLength: 1 }))),
+    /**
+     * How lists and watches are kept to the shard's buckets here (see `objectSelection`): absent means `labels`,
+     * so a table of a labelled cluster is unchanged. `shardSelector`: the proxy sends hash ranges and checks the
+     * server's echo; `proxyFilter`: the proxy filters what it reads itself.
+     */
+    selection: Type.Optional(Type.Union([Type.Literal('shardSelector'), Type.Literal('proxyFilter')])),
+    /**
+     * Resources whose objects belong to the bucket of their uid's hash instead of their namespace's (the config's
+     * `spec.objectSharding`); absent = none.
+     */
+    objectSharding: Type.Optional(Type.Array(ResourceGroupSchema)),
     /** The ShardingConfig's own limits (ANDed with the bucket selector) for the resources they name. */
     limits: Type.Array(
       Type.Object(

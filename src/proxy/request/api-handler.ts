@@ -1,11 +1,14 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
-import { BodyTooLargeError, SelectorSyntaxError } from '../../errors.js';
+import { BodyTooLargeError, SelectorSyntaxError, UnjudgedListError } from '../../errors.js';
 import type { RouteController } from '../routes/route-controller.js';
 import type { ClusterEntry } from '../routes/route-state.js';
+import type { ResourceSelection } from '../routes/shard-view.js';
 import { decide } from './enforce.js';
+import { judgeObjectWrite, sendJudgedObject } from './by-object.js';
 import { forward, sendRestored, type UpstreamResponse } from './forward.js';
+import { judgeList } from './list-filter.js';
 import { isRefusal, isWrite, parseApiRequest, readBoundedBody, type HeaderPolicy, type RequestInfo, type ResourceRequest } from './parse/index.js';
 import { statusBody, statusFor, type KubeStatus } from './status.js';
 import { WatchEventFilter } from './watch-filter.js';
@@ -59,10 +62,10 @@ function isJson(contentType: string | undefined): boolean {
 }
 
 /**
- * The Accept sent for a watch the proxy filters: only the client's JSON media types (Tables and metadata-only
+ * The Accept sent for a watch or list the proxy reads: only the client's JSON media types (Tables and metadata-only
  * objects included, so kubectl keeps its columns), or plain JSON when it asked for none (protobuf clients read JSON).
  */
-function watchAccept(accept: string | undefined): { accept: string; table: boolean } {
+function jsonAccept(accept: string | undefined): { accept: string; table: boolean } {
   const json = (accept ?? '').split(',').map((m) => m.trim()).filter((m) => isJson(m));
   if (json.length === 0) return { accept: 'application/json', table: false };
   return { accept: json.join(','), table: json.some((m) => /;\s*as=Table\b/iu.test(m)) };
@@ -107,7 +110,22 @@ export function createApiHandler(options: ApiHandlerOptions): (request: FastifyR
     const renamer = state.renamer;
     let path = parsed.path;
     let body: string | undefined;
+    let contentType: string | undefined;
     let lock = false;
+    /** The client's body, at most maxBodyBytes; a larger one is answered 413 (the returned reply). */
+    const readBody = async (): Promise<string | FastifyReply> => {
+      if (request.body === undefined || request.body === null) return '';
+      try {
+        return await readBoundedBody(request.body as Readable, requests.maxBodyBytes, request.headers['content-length']);
+      } catch (err) {
+        if (err instanceof BodyTooLargeError) {
+          // The rest of the body stays unread: the connection cannot carry another request.
+          reply.header('connection', 'close');
+          return refuse(statusFor(413, err.message));
+        }
+        throw err;
+      }
+    };
     if (info.kind === 'resource') {
       const concerns = renamer?.concerns(info);
       const namespaceCreate = isNamespaceCreate(info);
@@ -118,16 +136,9 @@ export function createApiHandler(options: ApiHandlerOptions): (request: FastifyR
           return refuse(statusFor(415, 'a Namespace create must be sent as JSON: the proxy reads its name to judge its bucket'));
         }
         if (request.body !== undefined && request.body !== null) {
-          try {
-            body = await readBoundedBody(request.body as Readable, requests.maxBodyBytes, request.headers['content-length']);
-          } catch (err) {
-            if (err instanceof BodyTooLargeError) {
-              // The rest of the body stays unread: the connection cannot carry another request.
-              reply.header('connection', 'close');
-              return refuse(statusFor(413, err.message));
-            }
-            throw err;
-          }
+          const read = await readBody();
+          if (typeof read !== 'string') return read;
+          body = read;
         }
         if (concerns !== undefined && renamer) {
           const renamed = body === undefined ? undefined : renamer.renameBody(body);
@@ -141,20 +152,52 @@ export function createApiHandler(options: ApiHandlerOptions): (request: FastifyR
     // A lock is the shard's own: it lives in the operator's namespace, whatever bucket that is.
     const decision = lock ? { kind: 'forward' as const } : decide(info, entry.view, state.table.shard);
     if (decision.kind === 'deny') return refuse(decision.body);
-    const watch = decision.sharded === true && info.kind === 'resource' && info.verb === 'watch';
-    if (decision.sharded === true && info.kind === 'resource') {
+    const byObject = decision.byObject === true && info.kind === 'resource' ? info : undefined;
+    if (byObject && (byObject.verb === 'update' || byObject.verb === 'patch' || byObject.verb === 'delete')) {
+      const read = body ?? (await readBody());
+      if (typeof read !== 'string') return read;
+      let judged: Awaited<ReturnType<typeof judgeObjectWrite>>;
       try {
-        query.set('labelSelector', entry.view.selectorWith(info.group, info.resource, query.get('labelSelector')));
+        judged = await judgeObjectWrite({ entry, info: { ...byObject, verb: byObject.verb }, shard: state.table.shard, contentType: request.headers['content-type'], body: read });
+      } catch (err) {
+        logger.warn({ err, cluster: clusterName }, 'could not read an object sharded by uid before writing it');
+        return refuse(statusFor(503, `cluster "${clusterName}": the proxy could not read the object to judge this write: ${(err as Error).message}`));
+      }
+      if ('kind' in judged) return refuse(judged);
+      ({ body, contentType } = judged);
+    }
+    // A read of one object sharded by uid is judged from the answer, which the proxy must then be able to read.
+    const judgedObject = byObject?.verb === 'get' ? byObject : undefined;
+    const sharded = decision.sharded === true && info.kind === 'resource' ? info : undefined;
+    const watch = sharded?.verb === 'watch';
+    let selection: ResourceSelection | undefined;
+    if (sharded) {
+      selection = entry.view.selectionFor(sharded.group, sharded.resource);
+      const unlabelled = selection.shardSelector !== undefined || selection.filterLists;
+      if (unlabelled && sharded.verb === 'deletecollection') {
+        // Nothing labelled: only a list the proxy reads can be judged, and a collection delete answers no list first.
+        return refuse(statusFor(403, `deleting a collection of ${sharded.resource} cannot be judged in cluster "${clusterName}", whose objects carry no shard labels: delete them one by one`));
+      }
+      if (unlabelled && query.count('shardSelector') > 0) {
+        return refuse(statusFor(400, 'shardSelector: the proxy sends its own shard selector and cannot combine it with the client\'s'));
+      }
+      try {
+        const labels = entry.view.selectorWith(sharded.group, sharded.resource, query.get('labelSelector'));
+        if (labels === '') query.delete('labelSelector');
+        else query.set('labelSelector', labels);
       } catch (err) {
         if (err instanceof SelectorSyntaxError) return refuse(statusFor(400, `labelSelector: ${err.message}`));
         throw err;
       }
+      if (selection.shardSelector !== undefined) query.set('shardSelector', selection.shardSelector);
     }
+    // A list from a cluster whose objects carry no labels: the proxy reads its head (the echo) or all of it.
+    const judged = sharded?.verb === 'list' && selection !== undefined && (selection.shardSelector !== undefined || selection.filterLists) ? selection : undefined;
     let accept: string | undefined;
-    if (watch) {
-      const wanted = watchAccept(request.headers.accept);
+    if (watch || judged || judgedObject) {
+      const wanted = jsonAccept(request.headers.accept);
       accept = wanted.accept;
-      // Table rows must carry each object's labels for the event filter to judge them.
+      // Table rows must carry each object's labels and namespace for the filter to judge them.
       if (wanted.table && query.get('includeObject') === 'None') query.set('includeObject', 'Metadata');
     }
 
@@ -162,6 +205,10 @@ export function createApiHandler(options: ApiHandlerOptions): (request: FastifyR
       observe(res.statusCode);
       if (lock && renamer) {
         sendRestored(out, res, renamer, requests.maxBodyBytes).catch((err: unknown) => out.send(err));
+      } else if (judgedObject && res.statusCode === 200) {
+        sendJudgedObject({ reply: out, res, entry, info: judgedObject, shard: state.table.shard });
+      } else if (judged && info.kind === 'resource' && res.statusCode === 200) {
+        sendJudgedList({ reply: out, res, entry, info, selection: judged });
       } else if (watch && info.kind === 'resource' && res.statusCode === 200) {
         out.send(openFilteredWatch({ entry, info, res, controller, bookmarks: query.get('allowWatchBookmarks') === 'true' }));
         // Node holds response headers until the first body byte; a quiet watch must still start at once.
@@ -175,7 +222,17 @@ export function createApiHandler(options: ApiHandlerOptions): (request: FastifyR
     }
     try {
       const sent = entry.breaker.fire(() =>
-        forward(request, reply, { entry, path, query: query.toString(), body, accept, headers: requests, onResponse }),
+        forward(request, reply, {
+          entry,
+          path,
+          query: query.toString(),
+          body,
+          contentType,
+          accept,
+          identity: judged !== undefined || judgedObject !== undefined,
+          headers: requests,
+          onResponse,
+        }),
       );
       await (info.kind === 'resource' && isWrite(info.verb) ? controller.trackWrite(sent) : sent);
     } catch (err) {
@@ -198,6 +255,31 @@ export function createApiHandler(options: ApiHandlerOptions): (request: FastifyR
   };
 }
 
+/**
+ * Sends a list judged by the view it was sent under: untouched when the API server echoed the shard selector,
+ * otherwise filtered by the proxy; an answer it cannot read is refused (502), never passed on.
+ */
+function sendJudgedList(options: { reply: FastifyReply; res: UpstreamResponse; entry: ClusterEntry; info: ResourceRequest; selection: ResourceSelection }): void {
+  const { reply, res, entry, info, selection } = options;
+  const fail = (reason: string): void => {
+    res.stream.destroy();
+    reply.code(502).removeHeader('content-length').removeHeader('content-encoding');
+    void reply.type('application/json').send(JSON.stringify(statusFor(502, reason)));
+  };
+  if (reply.getHeader('content-encoding') !== undefined) return fail('the proxy must read this list and the API server sent it encoded');
+  judgeList(res.stream, {
+    expected: selection.shardSelector,
+    admit: (metadata) => entry.view.admits(info.group, info.resource, metadata),
+    onFiltered: (unconfirmed) => (unconfirmed ? entry.metrics.listsFiltered.noEcho : entry.metrics.listsFiltered.unlabelled).inc(),
+  }).then(
+    (body) => {
+      if (typeof body === 'string') reply.removeHeader('content-length');
+      void reply.send(body);
+    },
+    (err: unknown) => (err instanceof UnjudgedListError ? fail(err.message) : void reply.send(err)),
+  );
+}
+
 /** Pipes a watch through the shard's event filter and registers it, so a table change can end it. */
 function openFilteredWatch(options: {
   entry: ClusterEntry;
@@ -211,7 +293,7 @@ function openFilteredWatch(options: {
   const { group, resource } = info;
   const filter = new WatchEventFilter({
     // The current table's view, so events are judged by the newest assignment even before the watch ends.
-    admit: (labels) => controller.current?.clusters.get(cluster)?.view.admits(group, resource, labels) === true,
+    admit: (metadata) => controller.current?.clusters.get(cluster)?.view.admits(group, resource, metadata) === true,
     bookmarks,
     onFiltered: () => entry.metrics.watchEventsFiltered.inc(),
   });

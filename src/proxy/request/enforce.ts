@@ -22,12 +22,16 @@ const CLUSTER_SCOPED = new Set([
 ]);
 
 export type Decision =
-  /** `sharded`: lists, watches and collection deletes get the shard's selector ANDed with the client's. */
-  | { kind: 'forward'; sharded?: boolean }
+  /**
+   * `sharded`: lists, watches and collection deletes get the shard's selector ANDed with the client's.
+   * `byObject`: one object of a resource sharded by uid, judged once the proxy knows the uid (by-object.ts).
+   */
+  | { kind: 'forward'; sharded?: boolean; byObject?: boolean }
   | { kind: 'deny'; body: KubeStatus };
 
 const PASS: Decision = { kind: 'forward' };
 const SHARDED: Decision = { kind: 'forward', sharded: true };
+const BY_OBJECT: Decision = { kind: 'forward', byObject: true };
 
 function describe(group: string, resource: string): string {
   return group === '' ? resource : `${resource}.${group}`;
@@ -45,6 +49,11 @@ export function decide(info: RequestInfo, view: ClusterShardView, shard: string)
   if (namespaceObject && namespace === undefined && (verb === 'create' || verb === 'deletecollection')) {
     const what = verb === 'create' ? 'a Namespace create that does not name the namespace' : 'deleting every Namespace';
     return { kind: 'deny', body: statusBody(403, 'Forbidden', `${what} cannot be judged against shard "${shard}": refused`, { group, kind: resource }) };
+  }
+  if (!namespaceObject && view.shardsByObject(group, resource)) {
+    if (verb === 'list' || verb === 'watch' || verb === 'deletecollection') return SHARDED;
+    // A new object's uid is the API server's choice: whichever shard creates it, its bucket's owner reconciles it.
+    return verb === 'create' ? PASS : BY_OBJECT;
   }
   const clusterScoped = namespace === undefined && CLUSTER_SCOPED.has(`${group}/${resource}`);
   const sharded = clusterScoped ? view.limited(group, resource) : true;

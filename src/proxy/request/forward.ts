@@ -19,8 +19,12 @@ export interface ForwardPlan {
   query: string;
   /** A replacement body (read to be judged, or a renamed lock); undefined = the client's body streams through. */
   body: string | undefined;
+  /** The replacement body's type, when the proxy changed it (default: the client's). */
+  contentType?: string | undefined;
   /** Replaces the client's Accept (watches the proxy filters must be JSON). */
   accept: string | undefined;
+  /** Asks for an unencoded answer: the proxy reads this one. */
+  identity?: boolean;
   headers: HeaderPolicy;
   /** Called once the API server's response head arrived; it sends the reply. */
   onResponse(reply: FastifyReply, res: UpstreamResponse): void;
@@ -32,7 +36,7 @@ export function forward(request: FastifyRequest, reply: FastifyReply, plan: Forw
   return new Promise((resolve, reject) => {
     reply.from(`${upstream.virtualBase}${upstream.upstreamPath(plan.path)}`, {
       queryString: () => plan.query,
-      ...(plan.body === undefined ? {} : { body: plan.body, contentType: request.headers['content-type'] ?? 'application/json' }),
+      ...(plan.body === undefined ? {} : { body: plan.body, contentType: plan.contentType ?? request.headers['content-type'] ?? 'application/json' }),
       // Retries are the breaker's business; reply-from would otherwise retry GETs on 503.
       retryDelay: () => null,
       rewriteRequestHeaders: (_req, headers) => {
@@ -41,6 +45,7 @@ export function forward(request: FastifyRequest, reply: FastifyReply, plan: Forw
         // The operator never authenticates to the proxy; the proxy presents its own credentials per cluster.
         if (upstream.authorization !== undefined) headers.authorization = upstream.authorization;
         if (plan.accept !== undefined) headers.accept = plan.accept;
+        if (plan.identity === true) delete headers['accept-encoding'];
         return headers;
       },
       onResponse: (_req, _reply, res) => {

@@ -1,10 +1,10 @@
 import { Transform, type TransformCallback } from 'node:stream';
+import type { ObjectMetadata } from '../routes/shard-view.js';
 
 /** Decides, per watch event object, whether the shard may see it (the current route table's view). */
-export type EventAdmission = (labels: Readonly<Record<string, string>>) => boolean;
+export type EventAdmission = (metadata: ObjectMetadata) => boolean;
 
-interface ObjectMeta {
-  labels?: Record<string, string>;
+interface ObjectMeta extends ObjectMetadata {
   resourceVersion?: string;
 }
 
@@ -103,7 +103,7 @@ export class WatchEventFilter extends Transform {
     }
     const { object } = event;
     if (object.kind === 'Table' && Array.isArray(object.rows)) {
-      const kept = object.rows.filter((row) => this.admit(row.object?.metadata?.labels ?? {}));
+      const kept = object.rows.filter((row) => this.admit(row.object?.metadata ?? {}));
       if (kept.length === object.rows.length) {
         this.push(line);
         return;
@@ -113,7 +113,7 @@ export class WatchEventFilter extends Transform {
       else if (this.bookmarks) this.pushBookmark(object);
       return;
     }
-    if (this.admit(object.metadata?.labels ?? {})) {
+    if (this.admit(object.metadata ?? {})) {
       this.push(line);
       return;
     }

@@ -1,21 +1,59 @@
 import {
+  NAMESPACE_FIELD,
+  UID_FIELD,
   bucketOf,
   compileSelector,
   createHashSettings,
+  fnvBucket,
   matches,
+  meshLabels,
   mergeSelectors,
   ownedSelector,
   parseSelector,
+  rangeSelector,
   renderSelector,
+  renderShardSelector,
   type HashSettings,
+  type ObjectSelection,
   type Requirements,
 } from '../../sharding/index.js';
 import type { ClusterRoute, RouteTable } from '../../transport/index.js';
 
-interface CompiledLimit {
+/** What an object shows the shard's checks: its labels and where it lives. */
+export interface ObjectMetadata {
+  readonly labels?: Readonly<Record<string, string>>;
+  readonly namespace?: string;
+  readonly name?: string;
+  readonly uid?: string;
+}
+
+/** How the proxy keeps a list or watch of one resource to the shard, compiled once per route table. */
+export interface ResourceSelection {
+  /** Injected as `labelSelector` (ANDed with the client's); empty requirements inject none. */
+  readonly labels: Requirements;
+  /** Sent as `shardSelector`, in the API server's own spelling: a list answer must echo exactly this. */
+  readonly shardSelector: string | undefined;
+  /** Nothing labelled and no server-side filter: the proxy filters list answers itself. */
+  readonly filterLists: boolean;
+  /** What a watch was opened with: a route table that changes it ends the watch. */
+  readonly key: string;
+}
+
+interface ResourceSet {
   groups: ReadonlySet<string>;
   resources: ReadonlySet<string>;
+}
+
+interface CompiledLimit extends ResourceSet {
   requirements: Requirements;
+}
+
+function resourceSet(groups: readonly { apiGroups: string[]; resources: string[] }[]): ResourceSet {
+  return { groups: new Set(groups.flatMap((r) => r.apiGroups)), resources: new Set(groups.flatMap((r) => r.resources)) };
+}
+
+function names(set: ResourceSet, group: string, resource: string): boolean {
+  return (set.groups.has('*') || set.groups.has(group)) && (set.resources.has('*') || set.resources.has(resource));
 }
 
 /**
@@ -26,11 +64,14 @@ interface CompiledLimit {
 export class ClusterShardView {
   readonly name: string;
   readonly owned: ReadonlySet<number>;
+  readonly selection: ObjectSelection;
   private readonly settings: HashSettings;
   private readonly owns: Requirements;
+  private readonly nothing: Requirements;
   private readonly limits: CompiledLimit[];
+  private readonly byObject: ResourceSet | undefined;
   private readonly owners: ReadonlyMap<number, string>;
-  private readonly selectors = new Map<string, { requirements: Requirements; rendered: string }>();
+  private readonly selections = new Map<string, ResourceSelection>();
   private readonly namespaceBuckets = new Map<string, number>();
 
   constructor(options: { table: RouteTable; route: ClusterRoute; fenced: boolean }) {
@@ -38,13 +79,14 @@ export class ClusterShardView {
     this.name = route.name;
     this.settings = createHashSettings({ algorithm: table.hashAlgorithm, bucketCount: table.bucketCount, labels: table.labels });
     this.owned = new Set(fenced ? [] : route.buckets);
+    // Ranges need buckets that are hash ranges: a table naming shard selectors with another hash is filtered here.
+    const selection = route.selection ?? 'labels';
+    this.selection = selection === 'shardSelector' && this.settings.algorithm !== 'fnv' ? 'proxyFilter' : selection;
     // Nothing owned gives `key,!key`: valid yet matching nothing, so such a shard gets a real (empty) list or watch.
     this.owns = ownedSelector({ buckets: [...this.owned].sort((a, b) => a - b), settings: this.settings }).requirements;
-    this.limits = route.limits.map((limit) => ({
-      groups: new Set(limit.relateResources.flatMap((r) => r.apiGroups)),
-      resources: new Set(limit.relateResources.flatMap((r) => r.resources)),
-      requirements: compileSelector(limit.selector),
-    }));
+    this.nothing = ownedSelector({ buckets: [], settings: this.settings }).requirements;
+    this.limits = route.limits.map((limit) => ({ ...resourceSet(limit.relateResources), requirements: compileSelector(limit.selector) }));
+    this.byObject = route.objectSharding && route.objectSharding.length > 0 ? resourceSet(route.objectSharding) : undefined;
     this.owners = new Map(Object.entries(route.bucketOwners ?? {}).map(([bucket, shard]) => [Number(bucket), shard]));
   }
 
@@ -52,32 +94,76 @@ export class ClusterShardView {
     return this.owned.size === 0;
   }
 
-  /** The selector injected into lists and watches of `group/resource`: owned buckets AND the limits naming it. */
+  /** What a watch of `group/resource` is opened with (the watch registry compares it across tables). */
   selectorFor(group: string, resource: string): string {
-    return this.shardSelector(group, resource).rendered;
+    return this.selectionFor(group, resource).key;
   }
 
   /**
-   * The selector to send for a list or watch: the shard's AND the client's, parsed and rendered again so the API
-   * server reads exactly the requirements the proxy judged (text appended to an unbalanced `in (` could otherwise
-   * be read as part of the client's). Throws SelectorSyntaxError for a client selector it cannot parse.
+   * The label selector to send for a list or watch: the shard's AND the client's, parsed and rendered again so the
+   * API server reads exactly the requirements the proxy judged (text appended to an unbalanced `in (` could otherwise
+   * be read as part of the client's). Empty when neither has any. Throws SelectorSyntaxError for a client selector
+   * it cannot parse.
    */
   selectorWith(group: string, resource: string, client: string | undefined): string {
-    const shard = this.shardSelector(group, resource);
-    if (client === undefined || client.trim() === '') return shard.rendered;
-    return renderSelector(mergeSelectors(shard.requirements, parseSelector(client)).requirements);
+    const shard = this.selectionFor(group, resource).labels;
+    if (client === undefined || client.trim() === '') return renderSelector(shard);
+    return renderSelector(mergeSelectors(shard, parseSelector(client)).requirements);
   }
 
-  private shardSelector(group: string, resource: string): { requirements: Requirements; rendered: string } {
+  selectionFor(group: string, resource: string): ResourceSelection {
     const key = `${group}/${resource}`;
-    let selector = this.selectors.get(key);
-    if (selector === undefined) {
-      const limits = this.limitsFor(group, resource).map((l) => l.requirements);
-      const requirements = limits.length === 0 ? this.owns : mergeSelectors(this.owns, ...limits).requirements;
-      selector = { requirements, rendered: renderSelector(requirements) };
-      this.selectors.set(key, selector);
+    let selection = this.selections.get(key);
+    if (selection === undefined) {
+      selection = this.compileSelection(group, resource);
+      this.selections.set(key, selection);
     }
-    return selector;
+    return selection;
+  }
+
+  private compileSelection(group: string, resource: string): ResourceSelection {
+    const limits = this.limitsFor(group, resource).map((l) => l.requirements);
+    if (this.shardsByObject(group, resource)) return this.compileObjectSelection(limits);
+    const labelled = (labels: Requirements, shardSelector?: string, filterLists = false): ResourceSelection => {
+      const text = renderSelector(labels);
+      const key = shardSelector !== undefined ? `${text}\n${shardSelector}` : filterLists ? `${text}\nbuckets ${[...this.owned].sort((a, b) => a - b).join(',')}` : text;
+      return { labels, shardSelector, filterLists, key };
+    };
+    if (this.selection === 'labels') return labelled(limits.length === 0 ? this.owns : mergeSelectors(this.owns, ...limits).requirements);
+    const { ranges, labels } = rangeSelector({ buckets: this.owned, limits: limits.length === 0 ? [] : mergeSelectors(...limits).requirements, settings: this.settings });
+    // Nothing can match: `key,!key` needs no label on any object to match nothing, and nothing needs checking.
+    if (ranges.length === 0) return labelled(this.nothing);
+    // A Namespace has no namespace to hash (the server hashes ""): the proxy judges Namespaces by name itself.
+    if (this.selection === 'proxyFilter' || (group === '' && resource === 'namespaces')) return labelled(labels, undefined, true);
+    return labelled(labels, renderShardSelector(NAMESPACE_FIELD, ranges));
+  }
+
+  /**
+   * A resource sharded by uid: its buckets are uid-hash ranges. The server can filter by them (never by a namespace
+   * requirement at the same time: one field per selector), so a limit naming namespaces leaves the list to the proxy.
+   */
+  private compileObjectSelection(limits: Requirements[]): ResourceSelection {
+    const merged = limits.length === 0 ? [] : mergeSelectors(...limits).requirements;
+    const onNamespace = merged.filter((r) => r.key === this.settings.labels.namespace);
+    const rest = merged.filter((r) => r.key !== this.settings.labels.namespace);
+    const { ranges, labels } = rangeSelector({ buckets: this.owned, limits: rest, settings: this.settings });
+    const text = renderSelector(ranges.length === 0 ? this.nothing : labels);
+    if (ranges.length === 0) return { labels: this.nothing, shardSelector: undefined, filterLists: false, key: text };
+    if (this.selection === 'shardSelector' && onNamespace.length === 0) {
+      const shardSelector = renderShardSelector(UID_FIELD, ranges);
+      return { labels, shardSelector, filterLists: false, key: `${text}\n${shardSelector}` };
+    }
+    return { labels, shardSelector: undefined, filterLists: true, key: `${text}\nobjects ${[...this.owned].sort((a, b) => a - b).join(',')}` };
+  }
+
+  /** Whether this resource's objects are sharded one by one, by uid (`spec.objectSharding`). */
+  shardsByObject(group: string, resource: string): boolean {
+    return this.byObject !== undefined && names(this.byObject, group, resource);
+  }
+
+  /** The bucket of an object sharded by uid: the fnv bucket of the uid's text, as the API server hashes it. */
+  objectBucketOf(uid: string): number {
+    return fnvBucket(uid, this.settings.bucketCount);
   }
 
   /** True if some limit names this resource (then even a cluster-scoped resource is sharded). */
@@ -102,17 +188,37 @@ export class ClusterShardView {
     return this.owners.get(bucket);
   }
 
-  /** Whether an object (by its labels) belongs to this shard: the test applied to watch events. */
-  admits(group: string, resource: string, labels: Readonly<Record<string, string>>): boolean {
-    const hash = labels[this.settings.labels.hash];
-    // Text, as the injected selector compares it: "01", "1e0" or "" are no bucket, though Number() reads them as one.
-    if (hash === undefined || !/^(0|[1-9][0-9]*)$/.test(hash) || !this.owned.has(Number(hash))) return false;
-    return this.limitsFor(group, resource).every((limit) => matches(limit.requirements, labels));
+  /**
+   * Whether an object belongs to this shard: the test applied to watch events and to lists the proxy filters. Where
+   * objects are labelled it reads the hash label, as the injected selector does; elsewhere it reads the bucket of
+   * the object's namespace (a Namespace's own name), and the limits see the labels that namespace would give.
+   */
+  admits(group: string, resource: string, object: ObjectMetadata): boolean {
+    const labels = object.labels ?? {};
+    if (this.shardsByObject(group, resource)) {
+      if (typeof object.uid !== 'string' || object.uid === '') return false;
+      const bucket = this.objectBucketOf(object.uid);
+      if (!this.owned.has(bucket)) return false;
+      const limits = this.limitsFor(group, resource);
+      const namespace = object.namespace ?? '';
+      const seen = { ...labels, ...meshLabels(namespace, this.settings), [this.settings.labels.hash]: String(bucket) };
+      return limits.every((limit) => matches(limit.requirements, seen));
+    }
+    if (this.selection === 'labels') {
+      const hash = labels[this.settings.labels.hash];
+      // Text, as the injected selector compares it: "01", "1e0" or "" are no bucket, though Number() reads them as one.
+      if (hash === undefined || !/^(0|[1-9][0-9]*)$/.test(hash) || !this.owned.has(Number(hash))) return false;
+      return this.limitsFor(group, resource).every((limit) => matches(limit.requirements, labels));
+    }
+    const namespace = (group === '' && resource === 'namespaces' ? object.name : object.namespace) ?? '';
+    if (!this.ownsNamespace(namespace)) return false;
+    const limits = this.limitsFor(group, resource);
+    if (limits.length === 0) return true;
+    const seen = { ...labels, ...meshLabels(namespace, this.settings) };
+    return limits.every((limit) => matches(limit.requirements, seen));
   }
 
   private limitsFor(group: string, resource: string): CompiledLimit[] {
-    return this.limits.filter(
-      (l) => (l.groups.has('*') || l.groups.has(group)) && (l.resources.has('*') || l.resources.has(resource)),
-    );
+    return this.limits.filter((l) => names(l, group, resource));
   }
 }

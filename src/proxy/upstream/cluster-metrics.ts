@@ -12,6 +12,7 @@ type GaugeChild = ReturnType<Gauge<string>['labels']>;
 export class ClusterMetrics {
   readonly openWatches: GaugeChild;
   readonly watchEventsFiltered: CounterChild;
+  readonly listsFiltered: { readonly noEcho: CounterChild; readonly unlabelled: CounterChild };
   private readonly durations = new Map<string, HistogramChild>();
   private readonly requests = new Map<string, CounterChild>();
   private readonly metrics: ProxyMetrics;
@@ -22,6 +23,10 @@ export class ClusterMetrics {
     this.cluster = cluster;
     this.openWatches = metrics.openWatches.labels({ cluster });
     this.watchEventsFiltered = metrics.watchEventsFiltered.labels({ cluster });
+    this.listsFiltered = {
+      noEcho: metrics.listsFiltered.labels({ cluster, reason: 'no-echo' }),
+      unlabelled: metrics.listsFiltered.labels({ cluster, reason: 'unlabelled' }),
+    };
   }
 
   /** Counts one answered request and its time to the response head. */

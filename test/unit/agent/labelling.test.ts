@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { admit } from '../../../src/agent/admission.js';
 import { labelWork } from '../../../src/agent/labeller.js';
 import { meshLabels, missingLabels } from '../../../src/agent/labels.js';
+import type { LabelScope } from '../../../src/agent/related.js';
 import { createHashSettings } from '../../../src/sharding/index.js';
 
 const settings = createHashSettings({ algorithm: 'kusionstack' });
@@ -28,6 +29,8 @@ describe('labelWork', () => {
       namespaces: [done, { metadata: { name: 'ns-b' } }, { metadata: { name: 'kube-system' } }],
       related: [
         {
+          group: '',
+          resource: 'configmaps',
           apiVersion: 'v1',
           kind: 'ConfigMap',
           objects: [
@@ -39,9 +42,22 @@ describe('labelWork', () => {
       ],
       settings,
       skip,
+      scope: { namespaces: true, resources: [{ group: '', resource: 'configmaps' }] },
     });
     expect(work.map((w) => `${w.kind}/${w.namespace ?? ''}/${w.name}`)).toEqual(['Namespace//ns-b', 'ConfigMap/ns-a/y']);
     expect(work[1]?.labels[HASH]).toBe('15');
+  });
+
+  it('lists only what the scope labels: namespaces when it says so, objects of its resources (a `*` group naming any)', () => {
+    const related = [
+      { group: '', resource: 'configmaps', apiVersion: 'v1', kind: 'ConfigMap', objects: [{ metadata: { name: 'c', namespace: 'ns-a' } }] },
+      { group: 'apps', resource: 'deployments', apiVersion: 'apps/v1', kind: 'Deployment', objects: [{ metadata: { name: 'd', namespace: 'ns-a' } }] },
+    ];
+    const work = (scope: LabelScope): string[] =>
+      labelWork({ namespaces: [{ metadata: { name: 'ns-a' } }], related, settings, skip, scope }).map((w) => `${w.kind}/${w.name}`);
+    expect(work({ namespaces: true, resources: [{ group: '', resource: 'configmaps' }] })).toEqual(['Namespace/ns-a', 'ConfigMap/c']);
+    expect(work({ namespaces: false, resources: [{ group: '*', resource: 'deployments' }] })).toEqual(['Deployment/d']);
+    expect(work({ namespaces: false, resources: [] })).toEqual([]);
   });
 });
 

@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { buildReport } from '../../../src/agent/report.js';
 import { ShardingConfigValidator } from '../../../src/agent/sharding-configs.js';
 import { createHashSettings } from '../../../src/sharding/index.js';
+import { decodeMessage, encodeMessage, Messages } from '../../../src/transport/index.js';
 
 const settings = createHashSettings({ algorithm: 'fnv' });
 
@@ -42,6 +43,7 @@ describe('buildReport: pods', () => {
       ],
       namespaces: [],
       related: new Map(),
+      shardSelectors: false,
       now: new Date('2026-01-01T00:00:00Z'),
     });
     expect(report.pods.map(({ name, ready, ip, shard }) => ({ name, ready, ip, shard }))).toEqual([
@@ -53,5 +55,27 @@ describe('buildReport: pods', () => {
       // Selected by two configs: the injector refuses such a pod, so it runs no shard.
       { name: 'twice', ready: true, ip: '10.0.0.7', shard: undefined },
     ]);
+  });
+});
+
+describe('buildReport: shard selectors', () => {
+  const input = {
+    cluster: 'a',
+    settings,
+    shardingConfigs: [],
+    circuitBreakers: [],
+    faultInjections: [],
+    pods: [],
+    namespaces: [],
+    related: new Map<string, KubernetesObject[]>(),
+    now: new Date('2026-01-01T00:00:00Z'),
+  };
+
+  it('says whether the API server filters by shard selector, in a report the schema accepts', () => {
+    for (const shardSelectors of [true, false]) {
+      const report = buildReport({ ...input, shardSelectors });
+      expect(report.shardSelectors).toBe(shardSelectors);
+      expect(decodeMessage(Messages.clusterReport, encodeMessage(Messages.clusterReport, report))).toEqual({ ok: true, value: report });
+    }
   });
 });

@@ -135,3 +135,37 @@ describe('desiredPlan: the cluster rules of each shard', () => {
     expect(buildRouteTable({ ...options, shard: { ...shard, rules: [rule] } }).rules).toEqual([rule]);
   });
 });
+
+describe('desiredPlan: shard selectors', () => {
+  const identities = new Map(['a', 'b'].map((name) => [name, { name, labels: {}, server: `https://${name}`, caPem: 'ca' }]));
+  const selections = (plan: ReturnType<typeof desiredPlan>): Record<string, unknown> => {
+    const operator = plan.operators[0]!;
+    const shard = operator.shards[0]!;
+    const table = buildRouteTable({ plan: operator, shard, shardName: shard.name, units: shard.units, clusters: identities, version: 1, now: new Date(0), leaseSeconds: 15 });
+    return Object.fromEntries(table.clusters.map((c) => [c.name, c.selection ?? 'labels']));
+  };
+  const withLabels = (objectLabels: string): ReportedObject => {
+    const manifest = spanningRoot.manifest as { spec: Record<string, unknown> };
+    return config('demo-root', { ...manifest.spec, objectLabels });
+  };
+
+  it('names the spanned clusters whose agents report shard selectors, and the config\'s objectLabels', () => {
+    const reports = new Map([
+      ['a', { ...report('a', [spanningRoot]), shardSelectors: true }],
+      ['b', { ...report('b', []), shardSelectors: false }],
+    ]);
+    const plan = desiredPlan({ clusters, reports, health, previous: new Map() });
+    expect(plan.operators[0]).toMatchObject({ objectLabels: 'Auto', shardSelectorClusters: ['a'] });
+    expect(selections(plan)).toEqual({ a: 'shardSelector', b: 'labels' });
+
+    const never = desiredPlan({ clusters, reports: new Map([...reports, ['a', { ...reports.get('a')!, shardingConfigs: [withLabels('Never')] }]]), health, previous: new Map() });
+    expect(never.operators[0]?.objectLabels).toBe('Never');
+    expect(selections(never)).toEqual({ a: 'shardSelector', b: 'proxyFilter' });
+  });
+
+  it('leaves the plan as it was when no cluster offers them (older agents say nothing)', () => {
+    const plan = desiredPlan({ clusters, reports: new Map([['a', report('a', [spanningRoot])], ['b', report('b', [])]]), health, previous: new Map() });
+    expect(plan.operators[0]).not.toHaveProperty('shardSelectorClusters');
+    expect(selections(plan)).toEqual({ a: 'labels', b: 'labels' });
+  });
+});

@@ -105,6 +105,19 @@ describe('reconcile', () => {
     expect(table('ns/op', 's1')?.clusters[0]?.buckets).toEqual([0, 1, 3]);
   });
 
+  it("publishes new versions when only a cluster's shard selectors change, moving no unit", async () => {
+    const { ctx, table } = setup();
+    const plain = operator('ns/op', { s1: [0, 1], s2: [2] });
+    await reconcile(ctx, fleetPlan([plain]), T0);
+    const filtering = await reconcile(ctx, fleetPlan([{ ...plain, shardSelectorClusters: ['a'] }]), T0 + 1_000);
+    expect(filtering.published.map((t) => t.shard)).toEqual(['s1', 's2']);
+    expect(table('ns/op', 's1')).toMatchObject({ version: T0 + 1_000, clusters: [{ name: 'a', buckets: [0, 1], selection: 'shardSelector' }] });
+    expect((await reconcile(ctx, fleetPlan([{ ...plain, shardSelectorClusters: ['a'] }]), T0 + 2_000)).published).toEqual([]);
+    // Back to labels: `selection` is gone again.
+    await reconcile(ctx, fleetPlan([plain]), T0 + 3_000);
+    expect(table('ns/op', 's1')?.clusters[0]).not.toHaveProperty('selection');
+  });
+
   it('moves a unit by revoking it first, then granting it once the old owner acknowledges', async () => {
     const { ctx, fleet, table, owners } = setup();
     await reconcile(ctx, fleetPlan([operator('ns/op', { s1: [0, 1], s2: [2] })]), T0);

@@ -134,3 +134,35 @@ describe('sameRoutes', () => {
     expect(sameRoutes(build(), build({ shard: shardPlan({ limits: [] }) }))).toBe(false);
   });
 });
+
+describe('buildRouteTable: how each cluster route selects objects', () => {
+  const selections = (plan: Partial<OperatorPlan>): Record<string, unknown> => {
+    const table = build({ plan: { ...operatorPlan([shardPlan()]), ...plan } });
+    return Object.fromEntries(table.clusters.map((c) => [c.name, 'selection' in c ? c.selection : 'absent']));
+  };
+
+  it('leaves `selection` out where objects are labelled, so such tables are what they were', () => {
+    expect(selections({})).toEqual({ b: 'absent', a: 'absent' });
+    expect(selections({ objectLabels: 'Auto' })).toEqual({ b: 'absent', a: 'absent' });
+    expect(selections({ objectLabels: 'Always', shardSelectorClusters: ['a', 'b'] })).toEqual({ b: 'absent', a: 'absent' });
+  });
+
+  it('selects by shard selector where the server offers it, else by label (Auto) or by the proxy (Never)', () => {
+    expect(selections({ objectLabels: 'Auto', shardSelectorClusters: ['a'] })).toEqual({ b: 'absent', a: 'shardSelector' });
+    expect(selections({ shardSelectorClusters: ['a'] })).toEqual({ b: 'absent', a: 'shardSelector' });
+    expect(selections({ objectLabels: 'Never', shardSelectorClusters: ['a'] })).toEqual({ b: 'proxyFilter', a: 'shardSelector' });
+  });
+
+  it('never uses shard selectors for kusionstack buckets, which are no hash ranges', () => {
+    expect(selections({ hashAlgorithm: 'kusionstack', shardSelectorClusters: ['a', 'b'] })).toEqual({ b: 'absent', a: 'absent' });
+    expect(selections({ hashAlgorithm: 'kusionstack', objectLabels: 'Never', shardSelectorClusters: ['a'] })).toEqual({ b: 'proxyFilter', a: 'proxyFilter' });
+  });
+
+  it('makes a table differ when a cluster starts or stops offering shard selectors', () => {
+    const shard = shardPlan();
+    const before = build({ plan: operatorPlan([shard]), shard });
+    const after = build({ plan: { ...operatorPlan([shard]), shardSelectorClusters: ['a'] }, shard });
+    expect(sameRoutes(before, after)).toBe(false);
+    expect(JSON.stringify(before)).toBe(JSON.stringify(build({ plan: { ...operatorPlan([shard]), objectLabels: 'Auto' }, shard })));
+  });
+});

@@ -45,10 +45,10 @@ describe('decide', () => {
   });
 
   it('admits watch events by hash label and limits', () => {
-    expect(view.admits('', 'configmaps', { [HASH]: '15' })).toBe(true);
-    expect(view.admits('', 'configmaps', { [HASH]: '16' })).toBe(false);
-    expect(view.admits('', 'pods', { [HASH]: '15' })).toBe(false);
-    expect(view.admits('', 'pods', { [HASH]: '15', app: 'foo' })).toBe(true);
+    expect(view.admits('', 'configmaps', { labels: { [HASH]: '15' } })).toBe(true);
+    expect(view.admits('', 'configmaps', { labels: { [HASH]: '16' } })).toBe(false);
+    expect(view.admits('', 'pods', { labels: { [HASH]: '15' } })).toBe(false);
+    expect(view.admits('', 'pods', { labels: { [HASH]: '15', app: 'foo' } })).toBe(true);
   });
 
   it('gives a shard owning nothing a valid selector that matches nothing', () => {

@@ -39,7 +39,7 @@ describe('ClusterShardView', () => {
         const selector = parseSelector(view.selectorFor('', 'configmaps'));
         const inOwnedBucket = objectLabels[HASH] !== undefined && owned.map(String).includes(objectLabels[HASH]);
         expect(matches(selector, objectLabels)).toBe(inOwnedBucket);
-        expect(view.admits('', 'configmaps', objectLabels)).toBe(inOwnedBucket);
+        expect(view.admits('', 'configmaps', { labels: objectLabels })).toBe(inOwnedBucket);
       }),
     );
   });
@@ -52,7 +52,7 @@ describe('ClusterShardView', () => {
         const view = viewOf([0, 1, 2]);
         const objectLabels = { [HASH]: hash };
         expect(matches(parseSelector(view.selectorFor('', 'configmaps')), objectLabels)).toBe(false);
-        expect(view.admits('', 'configmaps', objectLabels)).toBe(false);
+        expect(view.admits('', 'configmaps', { labels: objectLabels })).toBe(false);
       }),
     );
   });
@@ -73,7 +73,7 @@ describe('ClusterShardView', () => {
         const inShard = objectLabels[HASH] === '1' || objectLabels[HASH] === '2';
         const app = objectLabels.app;
         const wanted = inShard && app !== 'baz' && (group !== 'apps' || app === 'foo');
-        expect(view.admits(group!, resource!, objectLabels)).toBe(wanted);
+        expect(view.admits(group!, resource!, { labels: objectLabels })).toBe(wanted);
         expect(matches(parseSelector(view.selectorFor(group!, resource!)), objectLabels)).toBe(wanted);
       }),
     );
@@ -118,7 +118,7 @@ describe('ClusterShardView', () => {
         expect(view.ownsNothing).toBe(true);
         expect(view.owned.size).toBe(0);
         expect(matches(parseSelector(view.selectorFor('', 'configmaps')), objectLabels)).toBe(false);
-        expect(view.admits('', 'configmaps', objectLabels)).toBe(false);
+        expect(view.admits('', 'configmaps', { labels: objectLabels })).toBe(false);
         expect(view.ownsNamespace(namespace)).toBe(false);
       }),
     );
@@ -151,8 +151,8 @@ describe('ClusterShardView', () => {
 
   it('reads the hash label the table names, not a fixed one', () => {
     const view = viewOf([5], { table: { labels: { hash: 'example.com/bucket', namespace: 'n', control: 'c' } } });
-    expect(view.admits('', 'configmaps', { 'example.com/bucket': '5' })).toBe(true);
-    expect(view.admits('', 'configmaps', { [HASH]: '5' })).toBe(false);
+    expect(view.admits('', 'configmaps', { labels: { 'example.com/bucket': '5' } })).toBe(true);
+    expect(view.admits('', 'configmaps', { labels: { [HASH]: '5' } })).toBe(false);
     expect(matches(parseSelector(view.selectorFor('', 'configmaps')), { 'example.com/bucket': '5' })).toBe(true);
     expect(matches(parseSelector(view.selectorFor('', 'configmaps')), { [HASH]: '5' })).toBe(false);
   });

@@ -7,7 +7,7 @@ import { EXPIRED_EVENT, WatchEventFilter } from '../../../src/proxy/index.js';
 const event = (type: string, hash: string, rv: string): string =>
   `${JSON.stringify({ type, object: { kind: 'ConfigMap', apiVersion: 'v1', metadata: { name: `cm-${rv}`, resourceVersion: rv, labels: { h: hash } } } })}\n`;
 
-const admitOwned = (labels: Readonly<Record<string, string>>): boolean => labels.h === '1';
+const admitOwned = (metadata: { labels?: Readonly<Record<string, string>> }): boolean => metadata.labels?.h === '1';
 
 async function run(chunks: string[], bookmarks: boolean): Promise<{ out: string; filtered: number }> {
   let filtered = 0;

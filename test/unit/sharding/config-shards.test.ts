@@ -30,7 +30,14 @@ describe('shardsOfConfig', () => {
       multicluster: false,
       shards: [{ config: 'sharding-demo', name: 'eu-west-1/sharding-demo', buckets: [15, 16], limits: manual.limits, leaderElectionName: 'operator-leader' }],
       webhook: { certDir: '/tmp/webhook-certs', port: 9443 },
+      objectLabels: 'Auto',
+      objectSharding: [],
     });
+  });
+
+  it("carries the config's objectLabels, a root's for all its children", () => {
+    expect(shardsOfConfig({ ...example('sharding-config-manual.yaml'), objectLabels: 'Never' }, home).objectLabels).toBe('Never');
+    expect(shardsOfConfig({ ...autoRoot, objectLabels: 'Always' }, home).objectLabels).toBe('Always');
   });
 
   it('says which shard a pod runs: a hand-written config\'s one shard, a root\'s child by StatefulSet ordinal, or none', () => {

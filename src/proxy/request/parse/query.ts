@@ -45,6 +45,10 @@ export class QueryParams {
     for (let i = this.pairs.length - 1; i > at; i--) if (this.pairs[i]![0] === key) this.pairs.splice(i, 1);
   }
 
+  delete(key: string): void {
+    for (let i = this.pairs.length - 1; i >= 0; i--) if (this.pairs[i]![0] === key) this.pairs.splice(i, 1);
+  }
+
   toString(): string {
     return this.pairs.map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v)}`).join('&');
   }

@@ -1,0 +1,117 @@
+import type { FastifyReply } from 'fastify';
+import type { ClusterEntry } from '../routes/route-state.js';
+import type { ObjectMetadata } from '../routes/shard-view.js';
+import type { UpstreamResponse } from './forward.js';
+import { readBoundedBody, type ResourceRequest } from './parse/index.js';
+import { statusBody, statusFor, type KubeStatus } from './status.js';
+import { withUidPrecondition } from './uid-precondition.js';
+
+/** The most of one object's answer the proxy reads to judge it (the API server's own object limit is lower). */
+const OBJECT_MAX_BYTES = 16 * 1024 * 1024;
+
+interface ObjectBody {
+  metadata?: ObjectMetadata;
+  kind?: unknown;
+  rows?: { object?: { metadata?: ObjectMetadata } }[];
+}
+
+/** The metadata of an object answer (a Table of one row included), or undefined for anything else. */
+function metadataOf(text: string): ObjectMetadata | undefined {
+  let body: ObjectBody;
+  try {
+    body = JSON.parse(text) as ObjectBody;
+  } catch {
+    return undefined;
+  }
+  if (body === null || typeof body !== 'object') return undefined;
+  if (body.kind === 'Table') return body.rows?.length === 1 ? body.rows[0]?.object?.metadata : undefined;
+  return body.metadata;
+}
+
+/** The object's own path (a subresource's object), as the proxy's read before a write asks for it. */
+export function objectPath(info: ResourceRequest): string {
+  const base = info.group === '' ? `/api/${info.version}` : `/apis/${info.group}/${info.version}`;
+  const scope = info.namespace === undefined ? '' : `/namespaces/${encodeURIComponent(info.namespace)}`;
+  return `${base}${scope}/${info.resource}/${encodeURIComponent(info.name ?? '')}`;
+}
+
+function describe(info: ResourceRequest, view: ClusterEntry['view']): string {
+  const what = info.group === '' ? info.resource : `${info.resource}.${info.group}`;
+  return `${what} "${info.name ?? ''}"${info.namespace === undefined ? '' : ` in namespace "${info.namespace}"`} of cluster "${view.name}"`;
+}
+
+function notServed(info: ResourceRequest, entry: ClusterEntry, shard: string): KubeStatus {
+  const details = { ...(info.name === undefined ? {} : { name: info.name }), group: info.group, kind: info.resource };
+  return statusBody(404, 'NotFound', `${describe(info, entry.view)} is not served by shard "${shard}"`, details);
+}
+
+/**
+ * A write to one object of a resource sharded by uid: the proxy reads the object with its own identity, judges its
+ * uid's bucket, and forwards the client's body with that uid as a precondition, so the API server executes it only
+ * on the object judged. Resolves to the body to forward, or the Status to answer instead.
+ */
+export async function judgeObjectWrite(options: {
+  entry: ClusterEntry;
+  info: ResourceRequest & { verb: 'update' | 'patch' | 'delete' };
+  shard: string;
+  contentType: string | undefined;
+  body: string;
+}): Promise<{ body: string; contentType: string } | KubeStatus> {
+  const { entry, info, shard } = options;
+  const { upstream } = entry;
+  const res = await upstream.pool.request({
+    method: 'GET',
+    path: upstream.upstreamPath(objectPath(info)),
+    headers: { accept: 'application/json', ...(upstream.authorization === undefined ? {} : { authorization: upstream.authorization }) },
+  });
+  if (res.statusCode !== 200) {
+    await res.body.dump();
+    // No object, no uid: a write to it cannot be judged (an update that would create it included).
+    if (res.statusCode === 404) return notServed(info, entry, shard);
+    return statusFor(503, `the proxy reads an object sharded by uid before writing it, and the API server answered ${res.statusCode}; retry`);
+  }
+  const metadata = metadataOf(await readBoundedBody(res.body, OBJECT_MAX_BYTES));
+  const uid = metadata?.uid;
+  if (metadata === undefined || typeof uid !== 'string' || uid === '') return statusFor(503, 'the object read before the write carries no uid; retry');
+  if (!entry.view.admits(info.group, info.resource, metadata)) {
+    const bucket = entry.view.objectBucketOf(uid);
+    const owner = entry.view.ownerOf(bucket);
+    return statusBody(
+      403,
+      'Forbidden',
+      `${describe(info, entry.view)} (uid bucket ${bucket}) belongs to ${owner === undefined ? 'another shard' : `shard "${owner}"`}, not to shard "${shard}": write refused`,
+      { ...(info.name === undefined ? {} : { name: info.name }), group: info.group, kind: info.resource },
+    );
+  }
+  const judged = withUidPrecondition(info.verb, options.contentType, options.body, uid);
+  return 'code' in judged ? statusFor(judged.code, judged.message) : judged;
+}
+
+/**
+ * The answer to a read of one object sharded by uid: passed on when the shard owns the object, 404 otherwise (as
+ * for an object of another shard's namespace). Only JSON answers are read; anything else is refused, never passed.
+ */
+export function sendJudgedObject(options: { reply: FastifyReply; res: UpstreamResponse; entry: ClusterEntry; info: ResourceRequest; shard: string }): void {
+  const { reply, res, entry, info, shard } = options;
+  const answer = (status: KubeStatus): void => {
+    reply.code(status.code).removeHeader('content-length').removeHeader('content-encoding');
+    void reply.type('application/json').send(JSON.stringify(status));
+  };
+  if (reply.getHeader('content-encoding') !== undefined) {
+    res.stream.destroy();
+    return answer(statusFor(502, 'the proxy must read this object and the API server sent it encoded'));
+  }
+  readBoundedBody(res.stream, OBJECT_MAX_BYTES).then(
+    (text) => {
+      const metadata = metadataOf(text);
+      if (metadata === undefined) return answer(statusFor(502, 'the proxy must read this object and cannot: the answer is not a JSON object'));
+      if (!entry.view.admits(info.group, info.resource, metadata)) return answer(notServed(info, entry, shard));
+      reply.removeHeader('content-length');
+      void reply.send(text);
+    },
+    (err: unknown) => {
+      res.stream.destroy();
+      answer(statusFor(502, `the proxy must read this object and cannot: ${(err as Error).message}`));
+    },
+  );
+}
