@@ -53,7 +53,12 @@ export function decide(info: RequestInfo, view: ClusterShardView, shard: string)
   if (!namespaceObject && view.shardsByObject(group, resource)) {
     if (verb === 'list' || verb === 'watch' || verb === 'deletecollection') return SHARDED;
     // A new object's uid is the API server's choice: whichever shard creates it, its bucket's owner reconciles it.
-    return verb === 'create' ? PASS : BY_OBJECT;
+    if (verb === 'create' && name === undefined) return PASS;
+    // The object itself and its status carry the uid the proxy judges (and, written, its precondition); a log, an
+    // exec, an eviction or a scale does not, so its target could change after the judgement.
+    if (verb !== 'create' && (info.subresource === undefined || info.subresource === 'status')) return BY_OBJECT;
+    const what = `${info.subresource ?? verb} of ${describe(group, resource)}${name === undefined ? '' : ` "${name}"`}`;
+    return { kind: 'deny', body: statusBody(403, 'Forbidden', `${what}: objects sharded by uid are read and written through the proxy only whole or by their status`, { group, kind: resource }) };
   }
   const clusterScoped = namespace === undefined && CLUSTER_SCOPED.has(`${group}/${resource}`);
   const sharded = clusterScoped ? view.limited(group, resource) : true;

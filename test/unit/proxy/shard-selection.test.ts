@@ -181,6 +181,11 @@ describe('objects sharded by uid', () => {
     expect(decide(info('list'), view, 's')).toEqual({ kind: 'forward', sharded: true });
     expect(decide(info('create'), view, 's')).toEqual({ kind: 'forward' });
     for (const verb of ['get', 'update', 'patch', 'delete']) expect(decide(info(verb, 'cm'), view, 's')).toEqual({ kind: 'forward', byObject: true });
+    expect(decide({ ...info('patch', 'cm'), subresource: 'status' }, view, 's')).toEqual({ kind: 'forward', byObject: true });
+    // A subresource whose target the uid cannot pin (logs, exec, eviction, scale) is refused, never passed.
+    for (const [verb, subresource] of [['get', 'log'], ['create', 'exec'], ['create', 'eviction'], ['update', 'scale'], ['create', undefined]] as const) {
+      expect(decide({ ...info(verb, 'cm'), subresource }, view, 's')).toMatchObject({ kind: 'deny', body: { code: 403 } });
+    }
   });
 });
 
