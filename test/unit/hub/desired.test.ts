@@ -163,6 +163,15 @@ describe('desiredPlan: shard selectors', () => {
     expect(selections(never)).toEqual({ a: 'shardSelector', b: 'proxyFilter' });
   });
 
+  it('carries the config\'s objectSharding into the plan, and nothing when it has none', () => {
+    const manifest = spanningRoot.manifest as { spec: Record<string, unknown> };
+    const objectSharding = [{ apiGroups: [''], resources: ['configmaps'] }];
+    const reports = new Map([['a', report('a', [config('demo-root', { ...manifest.spec, objectSharding })])], ['b', report('b', [])]]);
+    expect(desiredPlan({ clusters, reports, health, previous: new Map() }).operators[0]?.objectSharding).toEqual(objectSharding);
+    const plain = desiredPlan({ clusters, reports: new Map([['a', report('a', [spanningRoot])], ['b', report('b', [])]]), health, previous: new Map() });
+    expect(plain.operators[0]).not.toHaveProperty('objectSharding');
+  });
+
   it('leaves the plan as it was when no cluster offers them (older agents say nothing)', () => {
     const plan = desiredPlan({ clusters, reports: new Map([['a', report('a', [spanningRoot])], ['b', report('b', [])]]), health, previous: new Map() });
     expect(plan.operators[0]).not.toHaveProperty('shardSelectorClusters');

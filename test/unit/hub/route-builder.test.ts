@@ -165,4 +165,11 @@ describe('buildRouteTable: how each cluster route selects objects', () => {
     expect(sameRoutes(before, after)).toBe(false);
     expect(JSON.stringify(before)).toBe(JSON.stringify(build({ plan: { ...operatorPlan([shard]), objectLabels: 'Auto' }, shard })));
   });
+
+  it('names the resources sharded by uid in every cluster route, and nothing when there are none', () => {
+    const objectSharding = [{ apiGroups: [''], resources: ['configmaps'] }];
+    const table = build({ plan: { ...operatorPlan([shardPlan()]), objectSharding } });
+    expect(table.clusters.map((c) => c.objectSharding)).toEqual([objectSharding, objectSharding]);
+    expect(build().clusters.every((c) => !('objectSharding' in c))).toBe(true);
+  });
 });
