@@ -6,8 +6,8 @@ import type { Benchmark, BenchRow } from './harness.js';
 const here = dirname(fileURLToPath(import.meta.url));
 // dist/bench/main.js -> <repo>/bench/results
 const resultsDir = join(here, '..', '..', 'bench', 'results');
-// bus.js, propagation.js: rows that hub.js adds to its table.
-const NOT_BENCHMARKS = new Set(['main.js', 'harness.js', 'bus.js', 'propagation.js']);
+// bus.js, propagation.js: rows that hub.js adds to its table; shard-selection.js: rows that proxy.js adds.
+const NOT_BENCHMARKS = new Set(['main.js', 'harness.js', 'bus.js', 'propagation.js', 'shard-selection.js']);
 
 function table(rows: BenchRow[]): string {
   const columns = [...new Set(rows.flatMap((r) => Object.keys(r)))];
