@@ -24,7 +24,7 @@ import { ClusterWatch } from './cluster-watch.js';
 import { installCrds } from './crds.js';
 import { Labeller, labelWork } from './labeller.js';
 import { connectAndRegister, type RegisteredLink } from './register.js';
-import { labelScope, labelsResource, relatedResources, type LabelScope } from './related.js';
+import { labelScope, NOTHING_LABELLED, labelsResource, relatedResources, type LabelScope } from './related.js';
 import { buildReport } from './report.js';
 import { ruleStatus, type RuleStatus } from './rule-status.js';
 import { kubeGetter, ShardSelectorProbe } from './shard-selector-probe.js';
@@ -280,7 +280,8 @@ class AgentLoop {
   private async sync(): Promise<void> {
     try {
       const configs = this.validConfigs();
-      const scope = labelScope({ configs, algorithm: this.settings.algorithm, serverShardSelectors: this.probe.offered });
+      // Nothing is labelled (by a pass or the webhook) before the probe answers; its first answer schedules a sync.
+      const scope = this.probe.answered ? labelScope({ configs, algorithm: this.settings.algorithm, serverShardSelectors: this.probe.offered }) : NOTHING_LABELLED;
       await this.updateRelated(configs, scope);
       this.sendReport();
       await this.writeStatuses();

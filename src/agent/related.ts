@@ -38,8 +38,12 @@ export function labelsResource(scope: LabelScope, resource: { group: string; res
  * Namespace labels are shared by every operator of the cluster, including multicluster operators whose config lives
  * in another cluster, so they stay unless this API server filters by hash range itself (`fnv`), or when some local
  * config asks for labels `Always`. Labels already written are never removed: narrowing only stops adding them.
- * Until the probe has answered, `serverShardSelectors` is false, so everything is labelled as before.
+ * The agent asks for no scope at all before its probe has answered (`NOTHING_LABELLED`): a label written on a guess
+ * would stay for good on a server that needs none.
  */
+/** Labels nothing: the scope while the agent does not yet know whether its API server filters by hash range. */
+export const NOTHING_LABELLED: LabelScope = Object.freeze({ namespaces: false, resources: [] });
+
 export function labelScope(input: { configs: readonly ShardingConfigModel[]; algorithm: HashAlgorithm; serverShardSelectors: boolean }): LabelScope {
   const { configs, algorithm, serverShardSelectors } = input;
   const labelled = configs.filter((config) => objectSelection({ algorithm, serverShardSelectors, objectLabels: config.objectLabels }) === 'labels');

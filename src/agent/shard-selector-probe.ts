@@ -92,7 +92,7 @@ export interface ShardSelectorProbeOptions {
   metrics: Pick<AgentMetrics, 'shardSelectors'>;
   /** How often `/version` is read: the probe runs again when the API server's release changes (an upgrade). */
   intervalMs: number;
-  /** Called after the answer changed (not on the first `false`, which is the assumed default). */
+  /** Called after the first answer and after every change of it. */
   onChange: (offered: boolean) => void;
 }
 
@@ -117,6 +117,11 @@ export class ShardSelectorProbe {
   /** Whether the API server filters by shard selector, as last found. */
   get offered(): boolean {
     return this.current;
+  }
+
+  /** Whether a probe has answered yet: before that, `offered` is only the safe default. */
+  get answered(): boolean {
+    return this.probed;
   }
 
   start(): void {
@@ -167,6 +172,6 @@ export class ShardSelectorProbe {
     this.current = offered;
     this.options.metrics.shardSelectors.set(offered ? 1 : 0);
     if (first || changed) logger.info({ shardSelectors: offered, gitVersion }, 'API server shard selectors');
-    if (changed) this.options.onChange(offered);
+    if (first || changed) this.options.onChange(offered);
   }
 }

@@ -6,9 +6,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AgentHandle } from '../../src/agent/index.js';
 import { HUB_DEFAULTS, type HubHandle, type OperatorStatus } from '../../src/hub/index.js';
 import { RECONCILED_BY } from '../../src/sample-operator/reconciler.js';
-import type { HandoverRecord } from '../../src/transport/index.js';
 import { GROUP, apply, bootstrapTokens, ensureNamespace, eventually, logger, privateNats, runAgent, runHub } from './control-fixture.js';
 import { startE2eShard, type E2eShard, type ReconcileRecord } from './helpers/e2e-shard.js';
+import { expectGrantsAfterFence, expectOneOwnerAtATime, ownershipPeriods, publishedOwners } from './helpers/handover-timeline.js';
 import { bucket } from './helpers/proxy.js';
 import { cluster, kubeConfigFor, uniqueName } from './helpers/testbed.js';
 
@@ -61,19 +61,7 @@ describe('adding a shard live: units move with never two shards reconciling an o
     return found;
   };
   /** The published owner of every unit `<bucket>@<cluster>` (throws if a unit has two). */
-  const owners = (): Map<string, string> => {
-    const found = new Map<string, string>();
-    for (const s of status().shards) {
-      for (const [c, buckets] of Object.entries(s.buckets)) {
-        for (const b of buckets) {
-          const unit = `${b}@${c}`;
-          if (found.has(unit)) throw new Error(`unit ${unit} is in the tables of ${found.get(unit)} and ${s.name}`);
-          found.set(unit, s.name);
-        }
-      }
-    }
-    return found;
-  };
+  const owners = (): Map<string, string> => publishedOwners(status());
   const unitOf = (o: { cluster: string; namespace: string }): string => `${bucket(o.namespace)}@${o.cluster}`;
   /** Settled: the expected shards publish every unit once and no handover is in flight. */
   const settled = async (size: number): Promise<Map<string, string>> =>
@@ -199,53 +187,17 @@ describe('adding a shard live: units move with never two shards reconciling an o
     // The hub's timeline: each moved unit was granted only after its old owner acknowledged the revocation or its lease ran out.
     const changed = [...after].filter(([unit, shard]) => before.get(unit) !== shard).map(([unit]) => unit);
     expect(changed.length).toBeGreaterThan(0);
-    const fenceOf = (h: HandoverRecord): number => h.acknowledgedAt ?? h.revokedAt + PROXY_LEASE_SECONDS * 1000;
-    for (const h of moves) {
-      if (h.grantedBy === 'ack') {
-        expect(h.acknowledgedAt).toBeGreaterThanOrEqual(h.revokedAt);
-        expect(h.grantedAt).toBeGreaterThanOrEqual(h.acknowledgedAt as number);
-      } else {
-        expect(h.grantedBy).toBe('lease-expiry');
-        expect(h.grantedAt).toBeGreaterThanOrEqual(h.revokedAt + PROXY_LEASE_SECONDS * 1000);
-      }
-    }
-    /**
-     * Who owned a unit when, from its handovers: the owner before, then each grantee from its grant. A period ends
-     * (for writes) when the hub saw the owner's proxy acknowledge the revocation, or its lease ran out. (Normally one
-     * move per changed unit; the agents' object counts changing mid-test may rebalance more, which this allows.)
-     */
-    const periodsOf = (unit: string): { shard: string | null; from: number; fence: number }[] => {
-      const periods: { shard: string | null; from: number; fence: number }[] = [];
-      let owner: string | null = before.get(unit) ?? null;
-      let from = -Infinity;
-      for (const h of moves.filter((m) => m.unit === unit).sort((a, b) => a.revokedAt - b.revokedAt)) {
-        expect(h.from).toBe(owner);
-        periods.push({ shard: owner, from, fence: fenceOf(h) });
-        owner = h.to;
-        from = h.grantedAt as number;
-      }
-      expect(owner).toBe(after.get(unit));
-      periods.push({ shard: owner, from, fence: Infinity });
-      return periods;
-    };
+    expectGrantsAfterFence(moves, PROXY_LEASE_SECONDS);
 
     // The operators' records, object by object.
     let ownerChanges = 0;
     for (const o of objects) {
       const mine = records.filter((r) => r.cluster === o.cluster && r.key === o.key).sort((a, b) => a.started - b.started);
-      const periods = periodsOf(unitOf(o));
-      const lastFinished = new Map<string, number>();
-      for (const r of mine) {
-        // Never two at once: every other shard's reconciles of this object finished before this one started.
-        for (const [shard, finishedAt] of lastFinished) if (shard !== r.shard) expect(finishedAt, `${o.cluster} ${o.key}: ${shard} then ${r.shard}`).toBeLessThan(r.started);
-        lastFinished.set(r.shard, Math.max(r.finished, lastFinished.get(r.shard) ?? 0));
-        // Only while the timeline says it owns the unit: from its grant on (it saw the object only through a table
-        // granting it), and a write before the hub saw the revocation acknowledged (it went through the proxy before
-        // the proxy applied the revocation) or the lease expired.
-        const owning = periods.some((p) => p.shard === r.shard && r.started >= p.from && (!r.wrote || r.started < p.fence));
-        expect(owning, `${r.shard} reconciled ${o.cluster} ${o.key} at ${r.started} (wrote: ${r.wrote}) outside its ownership ${JSON.stringify(periods)}`).toBe(true);
-      }
-      if (lastFinished.size > 1) ownerChanges += 1;
+      // Only while the timeline says it owns the unit: from its grant on (it saw the object only through a table
+      // granting it), and a write before the hub saw the revocation acknowledged or the lease expired.
+      const periods = ownershipPeriods(unitOf(o), before, after, moves, PROXY_LEASE_SECONDS);
+      const reconciledBy = expectOneOwnerAtATime(`${o.cluster} ${o.key}`, mine, periods);
+      if (reconciledBy.size > 1) ownerChanges += 1;
     }
     expect(ownerChanges).toBeGreaterThan(0);
     logger.info(

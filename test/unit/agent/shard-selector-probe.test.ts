@@ -96,12 +96,14 @@ describe('ShardSelectorProbe', () => {
     const server = fakeServer({ version: 'v1.33.13', offers: false });
     const { probe, changes, gauge } = probeOf(server);
     expect(probe.offered).toBe(false);
+    expect(probe.answered).toBe(false);
     expect(await gauge()).toBe(0);
 
     await probe.tick();
     expect(probe.offered).toBe(false);
-    // false is the assumed answer already: nothing to tell.
-    expect(changes).toEqual([]);
+    // The first answer is told even when it is the assumed one: the agent labels nothing until it knows.
+    expect(probe.answered).toBe(true);
+    expect(changes).toEqual([false]);
     expect(server.calls).toEqual([VERSION_PATH, PROBE_PATH]);
 
     await probe.tick();
@@ -111,7 +113,7 @@ describe('ShardSelectorProbe', () => {
     Object.assign(server.state, { version: 'v1.37.2', offers: true });
     await probe.tick();
     expect(probe.offered).toBe(true);
-    expect(changes).toEqual([true]);
+    expect(changes).toEqual([false, true]);
     expect(await gauge()).toBe(1);
     expect(server.calls.slice(3)).toEqual([VERSION_PATH, PROBE_PATH]);
   });
