@@ -1,3 +1,5 @@
+import type { ChildProcess } from 'node:child_process';
+import { availableParallelism } from 'node:os';
 /**
  * The benchmark harness API: a benchmark module (bench/<name>.ts) default-exports a {@link Benchmark}; main.ts runs
  * each one, prints its rows as a table and writes them to bench/results/<name>.json.
@@ -102,3 +104,32 @@ export function seededRandom(seed: number): () => number {
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
 }
+
+/** Resolves when the child's stdout has shown `pattern` (a server saying it listens); rejects if it exits first. */
+export async function waitForLine(child: ChildProcess, pattern: RegExp): Promise<void> {
+  return new Promise((resolve, reject) => {
+    let seen = '';
+    const onData = (chunk: Buffer): void => {
+      seen += chunk.toString();
+      if (!pattern.test(seen)) return;
+      child.stdout?.off('data', onData);
+      child.stdout?.resume();
+      resolve();
+    };
+    child.stdout?.on('data', onData);
+    child.once('exit', (code) => reject(new Error(`process exited with ${code} before it was ready: ${seen}`)));
+  });
+}
+
+/** The row that prints the machine's load beside a section's figures (1-minute load averages sampled during it). */
+export function loadRow(label: string, loads: readonly number[]): BenchRow {
+  const sorted = [...loads].sort((a, b) => a - b);
+  return {
+    case: `${label} (1-min load average)`,
+    cores: availableParallelism(),
+    loadMin: round(sorted[0] ?? 0, 2),
+    loadMedian: round(percentile(sorted, 0.5), 2),
+    loadMax: round(sorted[sorted.length - 1] ?? 0, 2),
+  };
+}
+

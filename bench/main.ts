@@ -7,7 +7,7 @@ const here = dirname(fileURLToPath(import.meta.url));
 // dist/bench/main.js -> <repo>/bench/results
 const resultsDir = join(here, '..', '..', 'bench', 'results');
 // bus.js, propagation.js: rows that hub.js adds to its table; shard-selection.js: rows that proxy.js adds.
-const NOT_BENCHMARKS = new Set(['main.js', 'harness.js', 'bus.js', 'propagation.js', 'shard-selection.js']);
+const NOT_BENCHMARKS = new Set(['main.js', 'harness.js', 'bus.js', 'propagation.js', 'shard-selection.js', 'bench-bed.js']);
 
 function table(rows: BenchRow[]): string {
   const columns = [...new Set(rows.flatMap((r) => Object.keys(r)))];

@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { availableParallelism, loadavg, tmpdir } from 'node:os';
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Pool } from 'undici';
@@ -9,7 +9,9 @@ import { ClusterShardView, decide, isRefusal, parseApiRequest } from '../src/pro
 import { bucketOf } from '../src/sharding/index.js';
 import type { RouteTable } from '../src/transport/index.js';
 import CircuitBreaker from 'opossum';
-import { cpuNs, percentile, round, timePerOp, type Benchmark, type BenchRow } from './harness.js';
+import { benchRouteTable, stopBenchBed } from './bench-bed.js';
+import { median } from './bus.js';
+import { cpuNs, loadRow, percentile, round, timePerOp, waitForLine, type Benchmark, type BenchRow } from './harness.js';
 import { shardSelectionRows } from './shard-selection.js';
 
 /** dist/bench/proxy.js -> dist/src/cli/main.js (the built CLI, run as the sidecar would be). */
@@ -69,27 +71,6 @@ async function throughput(target: Target, path: string, count: number): Promise<
     }),
   );
   return count / (Number(process.hrtime.bigint() - start) / 1e9);
-}
-
-async function waitForLine(child: ChildProcess, pattern: RegExp): Promise<void> {
-  return new Promise((resolve, reject) => {
-    let seen = '';
-    const onData = (chunk: Buffer): void => {
-      seen += chunk.toString();
-      if (!pattern.test(seen)) return;
-      child.stdout?.off('data', onData);
-      child.stdout?.resume();
-      resolve();
-    };
-    child.stdout?.on('data', onData);
-    child.once('exit', (code) => reject(new Error(`process exited with ${code} before it was ready: ${seen}`)));
-  });
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 }
 
 /** Resident and heap memory of the ctrlmesh proxy after a forced GC (bench/probes/gc-memory.ts answers SIGUSR2). */
@@ -163,19 +144,7 @@ async function watchRate(url: string, admin: Target): Promise<{ events: number; 
 }
 
 function routeTable(server: ApiServerHandle, bucket: number): RouteTable {
-  return {
-    schema: 1,
-    operator: 'bench/bench',
-    shard: 'bench-0',
-    version: 1,
-    issuedAt: new Date().toISOString(),
-    homeCluster: server.name,
-    hashAlgorithm: 'kusionstack',
-    bucketCount: 32,
-    labels: { hash: HASH_LABEL, namespace: 'ctrlmesh.kusionstack.io/namespace', control: 'ctrlmesh.kusionstack.io/control' },
-    leaseSeconds: 30,
-    clusters: [{ name: server.name, server: server.server, caPem: server.caPem, buckets: [bucket], limits: [] }],
-  };
+  return benchRouteTable(server, { hashAlgorithm: 'kusionstack', hashLabel: HASH_LABEL, route: { buckets: [bucket] } });
 }
 
 /**
@@ -343,20 +312,10 @@ async function proxyRows(progress: (message: string) => void): Promise<BenchRow[
       heapKiBPerWatch: round((during.heap - before.heap) / WATCHES / 1024, 1),
     });
     loads.push(loadavg()[0]!);
-    rows.push({
-      case: 'machine load (1-min load average)',
-      cores: availableParallelism(),
-      loadMin: round(Math.min(...loads), 2),
-      loadMedian: round(median(loads), 2),
-      loadMax: round(Math.max(...loads), 2),
-    });
+    rows.push(loadRow('machine load', loads));
     return rows;
   } finally {
-    await Promise.all(pools.map((p) => p.close()));
-    for (const child of children) child.kill('SIGTERM');
-    await server?.stop();
-    await etcd?.stop();
-    await rm(dir, { recursive: true, force: true });
+    await stopBenchBed({ dir, pools, children, etcd, server });
   }
 }
 

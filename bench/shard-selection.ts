@@ -5,16 +5,17 @@
  * gate on), with direct requests as the baseline. Added latency, and what each proxy process reads to serve it.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { availableParallelism, loadavg, tmpdir } from 'node:os';
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Pool } from 'undici';
 import { freePort, parseKubeVersion, resolveTool, startApiServer, startEtcd, type ApiServerHandle, type EtcdHandle } from '../src/dev/index.js';
 import { NAMESPACE_FIELD, bucketOf, rangesOfBuckets, renderShardSelector } from '../src/sharding/index.js';
 import type { RouteTable } from '../src/transport/index.js';
+import { benchRouteTable, stopBenchBed } from './bench-bed.js';
 import { median, processCpuUs } from './bus.js';
-import { percentile, round, seededRandom, type BenchRow } from './harness.js';
+import { loadRow, percentile, round, seededRandom, waitForLine, type BenchRow } from './harness.js';
 
 /** dist/bench/shard-selection.js -> dist/src/cli/main.js (the built CLI, run as the sidecar would be). */
 const CLI = join(fileURLToPath(new URL('.', import.meta.url)), '..', 'src', 'cli', 'main.js');
@@ -52,21 +53,6 @@ async function bytesRead(pid: number | undefined): Promise<number> {
   return Number(match?.[1] ?? 0);
 }
 
-async function waitForLine(child: ChildProcess, pattern: RegExp): Promise<void> {
-  return new Promise((resolve, reject) => {
-    let seen = '';
-    const onData = (chunk: Buffer): void => {
-      seen += chunk.toString();
-      if (!pattern.test(seen)) return;
-      child.stdout?.off('data', onData);
-      child.stdout?.resume();
-      resolve();
-    };
-    child.stdout?.on('data', onData);
-    child.once('exit', (code) => reject(new Error(`process exited with ${code} before it was ready: ${seen}`)));
-  });
-}
-
 /** One namespace per fnv bucket: the first of `ns-<word>-<n>` (seeded) to land in each bucket. */
 function namespacesPerBucket(): string[] {
   const random = seededRandom(16);
@@ -81,28 +67,7 @@ function namespacesPerBucket(): string[] {
 }
 
 function routeTable(server: ApiServerHandle, selection: Mode): RouteTable {
-  return {
-    schema: 1,
-    operator: 'bench/bench',
-    shard: 'bench-0',
-    version: 1,
-    issuedAt: new Date().toISOString(),
-    homeCluster: server.name,
-    hashAlgorithm: 'fnv',
-    bucketCount: BUCKETS,
-    labels: { hash: HASH_LABEL, namespace: 'ctrlmesh.kusionstack.io/namespace', control: 'ctrlmesh.kusionstack.io/control' },
-    leaseSeconds: 30,
-    clusters: [
-      {
-        name: server.name,
-        server: server.server,
-        caPem: server.caPem,
-        buckets: OWNED,
-        limits: [],
-        ...(selection === 'labels' ? {} : { selection }),
-      },
-    ],
-  };
+  return benchRouteTable(server, { hashAlgorithm: 'fnv', hashLabel: HASH_LABEL, route: { buckets: OWNED, ...(selection === 'labels' ? {} : { selection }) } });
 }
 
 async function request(pool: Pool, method: string, path: string, body?: unknown): Promise<{ status: number; text: string }> {
@@ -424,19 +389,9 @@ export async function shardSelectionRows(progress: (message: string) => void): P
     });
     rows.push({ case: `WATCH: kube-apiserver CPU per update (all ${targets.length} watches open)`, apiServerCpuUsPerUpdate: round(median(apiWatchCpu), 1) });
     loads.push(loadavg()[0]!);
-    rows.push({
-      case: `${section}: machine load (1-min load average)`,
-      cores: availableParallelism(),
-      loadMin: round(Math.min(...loads), 2),
-      loadMedian: round(median(loads), 2),
-      loadMax: round(Math.max(...loads), 2),
-    });
+    rows.push(loadRow(`${section}: machine load`, loads));
     return rows;
   } finally {
-    await Promise.all(pools.map((p) => p.close()));
-    for (const child of children) child.kill('SIGTERM');
-    await server?.stop();
-    await etcd?.stop();
-    await rm(dir, { recursive: true, force: true });
+    await stopBenchBed({ dir, pools, children, etcd, server });
   }
 }
