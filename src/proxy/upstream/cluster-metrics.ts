@@ -27,6 +27,9 @@ export class ClusterMetrics {
       noEcho: metrics.listsFiltered.labels({ cluster, reason: 'no-echo' }),
       unlabelled: metrics.listsFiltered.labels({ cluster, reason: 'unlabelled' }),
     };
+    // Exported from the start (at 0), so a rate over them exists before the first list is filtered.
+    this.listsFiltered.noEcho.inc(0);
+    this.listsFiltered.unlabelled.inc(0);
   }
 
   /** Counts one answered request and its time to the response head. */
