@@ -60,14 +60,14 @@ function namespacesPerBucket(): string[] {
   const byBucket = new Map<number, string>();
   for (let n = 0; byBucket.size < BUCKETS && n < 100_000; n++) {
     const name = `team-${words[Math.floor(random() * words.length)]}${n}-prod`;
-    const bucket = bucketOf(name, { algorithm: 'fnv', bucketCount: BUCKETS });
+    const bucket = bucketOf(name, { algorithm: 'fnv-range', bucketCount: BUCKETS });
     if (!byBucket.has(bucket)) byBucket.set(bucket, name);
   }
   return [...byBucket.entries()].sort((a, b) => a[0] - b[0]).map(([, name]) => name);
 }
 
 function routeTable(server: ApiServerHandle, selection: Mode): RouteTable {
-  return benchRouteTable(server, { hashAlgorithm: 'fnv', hashLabel: HASH_LABEL, route: { buckets: OWNED, ...(selection === 'labels' ? {} : { selection }) } });
+  return benchRouteTable(server, { hashAlgorithm: 'fnv-range', hashLabel: HASH_LABEL, route: { buckets: OWNED, ...(selection === 'labels' ? {} : { selection }) } });
 }
 
 async function request(pool: Pool, method: string, path: string, body?: unknown): Promise<{ status: number; text: string }> {
@@ -225,12 +225,12 @@ export async function shardSelectionRows(progress: (message: string) => void): P
     const namespaces = namespacesPerBucket();
     if (namespaces.length !== BUCKETS) throw new Error(`found namespaces for ${namespaces.length} of ${BUCKETS} buckets`);
     const owned = new Set(OWNED);
-    const ownedNamespaces = namespaces.filter((ns) => owned.has(bucketOf(ns, { algorithm: 'fnv', bucketCount: BUCKETS })));
+    const ownedNamespaces = namespaces.filter((ns) => owned.has(bucketOf(ns, { algorithm: 'fnv-range', bucketCount: BUCKETS })));
     progress(`${section}: creating ${BUCKETS} namespaces (one per fnv bucket) x ${CONFIGMAPS_PER_NAMESPACE} ConfigMaps of ~1 KiB, all labelled`);
     const payload = 'x'.repeat(1000);
     const jobs: (() => Promise<void>)[] = [];
     for (const ns of namespaces) {
-      const labels = { [HASH_LABEL]: String(bucketOf(ns, { algorithm: 'fnv', bucketCount: BUCKETS })) };
+      const labels = { [HASH_LABEL]: String(bucketOf(ns, { algorithm: 'fnv-range', bucketCount: BUCKETS })) };
       const made = await request(admin, 'POST', '/api/v1/namespaces', { metadata: { name: ns, labels } });
       if (made.status !== 201) throw new Error(`namespace ${ns}: HTTP ${made.status}: ${made.text.slice(0, 200)}`);
       for (let i = 0; i < CONFIGMAPS_PER_NAMESPACE; i++) {

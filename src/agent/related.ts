@@ -36,7 +36,7 @@ export function labelsResource(scope: LabelScope, resource: { group: string; res
  * What needs labels in this cluster (pure). Objects of a config's related resources are labelled only where its
  * proxies select by label (`objectSelection`); the others are still watched, for the report's object counts.
  * Namespace labels are shared by every operator of the cluster, including multicluster operators whose config lives
- * in another cluster, so they stay unless this API server filters by hash range itself (`fnv`), or when some local
+ * in another cluster, so they stay unless this API server filters by hash range itself (`fnv-range`), or when some local
  * config asks for labels `Always`. Labels already written are never removed: narrowing only stops adding them.
  * The agent asks for no scope at all before its probe has answered (`NOTHING_LABELLED`): a label written on a guess
  * would stay for good on a server that needs none.
@@ -48,7 +48,7 @@ export function labelScope(input: { configs: readonly ShardingConfigModel[]; alg
   const { configs, algorithm, serverShardSelectors } = input;
   const labelled = configs.filter((config) => objectSelection({ algorithm, serverShardSelectors, objectLabels: config.objectLabels }) === 'labels');
   return {
-    namespaces: !(serverShardSelectors && algorithm === 'fnv') || configs.some((config) => config.objectLabels === 'Always'),
+    namespaces: !(serverShardSelectors && algorithm === 'fnv-range') || configs.some((config) => config.objectLabels === 'Always'),
     resources: relatedResources(labelled),
   };
 }

@@ -127,8 +127,8 @@ export const ShardingConfigSpecSchema = Type.Object(
           description:
             'ControllerMesh extension: whether the agent writes the sharding labels on namespaces and on the objects of ' +
             'the resources the limits name. Auto (the default): only in clusters whose API server cannot filter by ' +
-            'hash range itself (Kubernetes before 1.36, or the ShardedListAndWatch gate off) or when the hash algorithm ' +
-            'is kusionstack. Always: everywhere, as KusionStack does. Never: nowhere; where the API server cannot ' +
+            'hash range itself (Kubernetes before 1.36, or the ShardedListAndWatch gate off) or when the agents\' hash ' +
+            'algorithm is not fnv-range. Always: everywhere, as KusionStack does. Never: nowhere; where the API server cannot ' +
             'filter, the proxy filters lists and watches itself, at the cost of reading every object.',
         },
       ),

@@ -1,7 +1,7 @@
 import { labelKeyProblem } from '../api/index.js';
 import { InvalidConfigError } from '../errors.js';
 
-export const HASH_ALGORITHMS = ['kusionstack', 'fnv'] as const;
+export const HASH_ALGORITHMS = ['kusionstack', 'fnv', 'fnv-range'] as const;
 export type HashAlgorithm = (typeof HASH_ALGORITHMS)[number];
 
 export interface ShardLabelKeys {
@@ -61,6 +61,21 @@ export function kusionstackBucket(namespace: string, bucketCount: number): numbe
 
 const utf8 = new TextEncoder();
 
+/** FNV-1a, 32 bits, over the UTF-8 bytes (ASCII names, the usual case, skip the encoder). */
+export function fnv1a32(text: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c >= 0x80) {
+      h = 0x811c9dc5;
+      for (const b of utf8.encode(text)) h = Math.imul(h ^ b, 0x01000193);
+      return h >>> 0;
+    }
+    h = Math.imul(h ^ c, 0x01000193);
+  }
+  return h >>> 0;
+}
+
 /**
  * 64-bit FNV-1a over the UTF-8 bytes, as two 32-bit halves (numbers, not BigInt: this runs per request). It is the
  * hash Kubernetes' shard selectors apply to `object.metadata.namespace` (KEP-5866, apimachinery `pkg/sharding`).
@@ -90,9 +105,11 @@ export function fnv1a64(text: string): { hi: number; lo: number } {
 }
 
 /**
- * The `fnv` bucket: which of `bucketCount` equal slices of the 64-bit FNV-1a space the namespace's hash falls in,
+ * The `fnv-range` bucket: which of `bucketCount` equal slices of the 64-bit FNV-1a space the hash falls in,
  * floor(h * n / 2^64). Each bucket is then one contiguous hash range, so a shard's buckets can be sent to the API
- * server as a few `shardRange` terms (see bucket-ranges.ts).
+ * server as a few `shardRange` terms (hash-ranges.ts). The price: FNV-1a's top bits hardly depend on the last
+ * characters, so names that differ only at the end (`tenant-0001`, `tenant-0002`) share a bucket
+ * (docs/shard-selectors.md, "Buckets are hash ranges").
  */
 export function fnvBucket(namespace: string, bucketCount: number): number {
   const { hi, lo } = fnv1a64(namespace);
@@ -102,7 +119,12 @@ export function fnvBucket(namespace: string, bucketCount: number): number {
 
 /** The bucket (0 .. bucketCount-1) of a namespace under the given settings. */
 export function bucketOf(namespace: string, settings: Pick<HashSettings, 'algorithm' | 'bucketCount'>): number {
-  return settings.algorithm === 'kusionstack'
-    ? kusionstackBucket(namespace, settings.bucketCount)
-    : fnvBucket(namespace, settings.bucketCount);
+  switch (settings.algorithm) {
+    case 'kusionstack':
+      return kusionstackBucket(namespace, settings.bucketCount);
+    case 'fnv':
+      return fnv1a32(namespace) % settings.bucketCount;
+    case 'fnv-range':
+      return fnvBucket(namespace, settings.bucketCount);
+  }
 }

@@ -13,6 +13,7 @@ export {
   HASH_ALGORITHMS,
   bucketOf,
   createHashSettings,
+  fnv1a32,
   fnv1a64,
   fnvBucket,
   kusionstackBucket,

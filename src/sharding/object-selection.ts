@@ -11,11 +11,11 @@ export type ObjectSelection = 'labels' | 'shardSelector' | 'proxyFilter';
 
 /**
  * The one rule, applied by the hub (for the route table) and the agent (for what it labels) alike: shard selectors
- * wherever the server has them and buckets are hash ranges (`fnv`), unless the config asks for labels anyway.
+ * wherever the server has them and buckets are hash ranges (`fnv-range`), unless the config asks for labels anyway.
  */
 export function objectSelection(input: { algorithm: HashAlgorithm; serverShardSelectors: boolean; objectLabels: ObjectLabels }): ObjectSelection {
   const { algorithm, serverShardSelectors, objectLabels } = input;
   if (objectLabels === 'Always') return 'labels';
-  if (serverShardSelectors && algorithm === 'fnv') return 'shardSelector';
+  if (serverShardSelectors && algorithm === 'fnv-range') return 'shardSelector';
   return objectLabels === 'Never' ? 'proxyFilter' : 'labels';
 }

@@ -113,7 +113,7 @@ export const ClusterReportSchema = Type.Object(
     /** How this cluster's agent labels namespaces (the proxies' selectors must use the same). */
     hash: Type.Object(
       {
-        algorithm: Type.Union([Type.Literal('kusionstack'), Type.Literal('fnv')]),
+        algorithm: Type.Union([Type.Literal('kusionstack'), Type.Literal('fnv'), Type.Literal('fnv-range')]),
         bucketCount: Type.Integer({ minimum: 1 }),
         labels: Type.Object({ hash: Type.String(), namespace: Type.String(), control: Type.String() }, { additionalProperties: false }),
       },

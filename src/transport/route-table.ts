@@ -90,7 +90,7 @@ export const RouteTableSchema = Type.Object(
     /** The cluster unprefixed requests go to. */
     homeCluster: Type.String({ minLength: 1 }),
     leaderElectionName: Type.Optional(Type.String()),
-    hashAlgorithm: Type.Union([Type.Literal('kusionstack'), Type.Literal('fnv')]),
+    hashAlgorithm: Type.Union([Type.Literal('kusionstack'), Type.Literal('fnv'), Type.Literal('fnv-range')]),
     bucketCount: Type.Integer({ minimum: 1 }),
     labels: Type.Object(
       { hash: Type.String(), namespace: Type.String(), control: Type.String() },

@@ -6,7 +6,7 @@ import type { ClusterRoute, RouteTable } from '../../src/transport/index.js';
 import { clusterRoute, routeTable, settles, startTestProxy, type TestProxy } from './helpers/proxy.js';
 import { cluster, kubeConfigFor, testbed, uniqueName } from './helpers/testbed.js';
 
-const settings = createHashSettings({ algorithm: 'fnv', bucketCount: 32 });
+const settings = createHashSettings({ algorithm: 'fnv-range', bucketCount: 32 });
 const fnvBucket = (namespace: string): number => bucketOf(namespace, settings);
 
 interface Item {
@@ -31,7 +31,7 @@ describe('lists and watches sharded without labels (shardSelector, and the proxy
 
   const table = (selection: ClusterRoute['selection'], buckets = owned): RouteTable => ({
     ...routeTable({ shard: 'shard-0', homeCluster: bed.name, version: version++, clusters: [clusterRoute(bed, buckets, selection ? { selection } : {})] }),
-    hashAlgorithm: 'fnv',
+    hashAlgorithm: 'fnv-range',
   });
   const api = (path: string, init: RequestInit = {}): Promise<Response> => fetch(`${harness.proxy.apiUrl}${path}`, init);
   const metric = async (name: string, label: string): Promise<number> => {
@@ -169,7 +169,7 @@ describe('objects sharded one by one, by uid', () => {
       homeCluster: bed.name,
       clusters: [clusterRoute(bed, halves[shard]!, { selection: 'shardSelector', objectSharding: [{ apiGroups: [''], resources: ['configmaps'] }] })],
     }),
-    hashAlgorithm: 'fnv',
+    hashAlgorithm: 'fnv-range',
   });
   const api = (shard: number, path: string, init: RequestInit = {}): Promise<Response> => fetch(`${shards[shard]!.proxy.apiUrl}${path}`, init);
   const ownerOf = (name: string): number => (uidBucket(uids.get(name)!) < 16 ? 0 : 1);

@@ -31,7 +31,7 @@ const MESH_LABEL_PREFIX = `${GROUP}/`;
 const PROXY_LEASE_SECONDS = 5;
 const WORKLOAD_NAMESPACES = 8;
 /** The agent's hash here: FNV-1a, whose buckets are hash ranges (what a shard selector can name). */
-const HASH = { algorithm: 'fnv', bucketCount: 32 } as const;
+const HASH = { algorithm: 'fnv-range', bucketCount: 32 } as const;
 const FOOS = { group: 'samplecontroller.k8s.io', version: 'v1alpha1', plural: 'foos' } as const;
 /** The proxies' identities, one per shard, so the audit log tells their requests apart from everyone else's and each other's. */
 const PROXY_USER_PREFIX = 'ctrlmesh-proxy-';

@@ -5,8 +5,8 @@ import { intValue, stringValue, type Command } from '../command.js';
 export const hashCommand: Command = {
   name: 'hash',
   summary: 'Print the shard bucket of each namespace.',
-  usage: '[--algorithm kusionstack|fnv] [--buckets N] NAMESPACE...',
-  details: 'Prints NAMESPACE<TAB>BUCKET per line. kusionstack is bit-compatible with KusionStack ControllerMesh; fnv (FNV-1a) spreads names evenly.',
+  usage: '[--algorithm kusionstack|fnv|fnv-range] [--buckets N] NAMESPACE...',
+  details: 'Prints NAMESPACE<TAB>BUCKET per line. kusionstack is bit-compatible with KusionStack ControllerMesh; fnv (32-bit FNV-1a) spreads names evenly; fnv-range (64-bit FNV-1a cut into equal ranges) is what an API server with shard selectors can filter by, and groups names that differ only at the end.',
   options: {
     algorithm: { type: 'string', valueName: 'NAME', description: `hash algorithm (${HASH_ALGORITHMS.join(', ')}; default fnv)` },
     buckets: { type: 'string', valueName: 'N', description: `number of buckets (default ${DEFAULT_BUCKET_COUNT})` },

@@ -81,7 +81,7 @@ export class ClusterShardView {
     this.owned = new Set(fenced ? [] : route.buckets);
     // Ranges need buckets that are hash ranges: a table naming shard selectors with another hash is filtered here.
     const selection = route.selection ?? 'labels';
-    this.selection = selection === 'shardSelector' && this.settings.algorithm !== 'fnv' ? 'proxyFilter' : selection;
+    this.selection = selection === 'shardSelector' && this.settings.algorithm !== 'fnv-range' ? 'proxyFilter' : selection;
     // Nothing owned gives `key,!key`: valid yet matching nothing, so such a shard gets a real (empty) list or watch.
     this.owns = ownedSelector({ buckets: [...this.owned].sort((a, b) => a - b), settings: this.settings }).requirements;
     this.nothing = ownedSelector({ buckets: [], settings: this.settings }).requirements;

@@ -17,7 +17,7 @@ const config = (name: string, resource: string, objectLabels: ObjectLabels): Sha
 });
 
 describe('labelScope', () => {
-  const scope = (objectLabels: ObjectLabels, serverShardSelectors: boolean, algorithm: HashAlgorithm = 'fnv') =>
+  const scope = (objectLabels: ObjectLabels, serverShardSelectors: boolean, algorithm: HashAlgorithm = 'fnv-range') =>
     labelScope({ configs: [config('c', 'configmaps', objectLabels)], algorithm, serverShardSelectors });
   const configmaps = [{ group: '', resource: 'configmaps' }];
 
@@ -41,8 +41,8 @@ describe('labelScope', () => {
 
   it('narrows per config, and one config asking Always keeps namespaces labelled', () => {
     const configs = [config('a', 'configmaps', 'Auto'), config('b', 'services', 'Always'), config('c', 'secrets', 'Never')];
-    expect(labelScope({ configs, algorithm: 'fnv', serverShardSelectors: true })).toEqual({ namespaces: true, resources: [{ group: '', resource: 'services' }] });
-    expect(labelScope({ configs, algorithm: 'fnv', serverShardSelectors: false })).toEqual({
+    expect(labelScope({ configs, algorithm: 'fnv-range', serverShardSelectors: true })).toEqual({ namespaces: true, resources: [{ group: '', resource: 'services' }] });
+    expect(labelScope({ configs, algorithm: 'fnv-range', serverShardSelectors: false })).toEqual({
       namespaces: true,
       resources: [
         { group: '', resource: 'configmaps' },
@@ -52,8 +52,8 @@ describe('labelScope', () => {
   });
 
   it('labels namespaces in a cluster without configs unless its server filters (they serve operators configured elsewhere)', () => {
-    expect(labelScope({ configs: [], algorithm: 'fnv', serverShardSelectors: false })).toEqual({ namespaces: true, resources: [] });
-    expect(labelScope({ configs: [], algorithm: 'fnv', serverShardSelectors: true })).toEqual({ namespaces: false, resources: [] });
+    expect(labelScope({ configs: [], algorithm: 'fnv-range', serverShardSelectors: false })).toEqual({ namespaces: true, resources: [] });
+    expect(labelScope({ configs: [], algorithm: 'fnv-range', serverShardSelectors: true })).toEqual({ namespaces: false, resources: [] });
   });
 });
 

@@ -7,7 +7,7 @@ import { parseUnitKey } from '../../../src/sharding/index.js';
 import { MESSAGE_SCHEMA_VERSION, type ClusterReport, type ReportedObject } from '../../../src/transport/index.js';
 
 const hash = {
-  algorithm: 'fnv' as const,
+  algorithm: 'fnv-range' as const,
   bucketCount: 32,
   labels: { hash: 'ctrlmesh.kusionstack.io/sharding-hash', namespace: 'ctrlmesh.kusionstack.io/namespace', control: 'ctrlmesh.kusionstack.io/control' },
 };

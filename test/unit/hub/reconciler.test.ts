@@ -19,7 +19,7 @@ const u = (bucket: number, cluster = 'a'): string => unitKey(cluster, bucket);
 function operator(name: string, shards: Record<string, number[]>): OperatorPlan {
   return {
     operator: name,
-    hashAlgorithm: 'fnv',
+    hashAlgorithm: 'fnv-range',
     bucketCount: 8,
     labels: { hash: 'h', namespace: 'n', control: 'c' },
     clusters: ['a', 'b'],

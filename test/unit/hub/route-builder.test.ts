@@ -20,7 +20,7 @@ const REGISTERED = new Map(['a', 'b'].map((name) => [name, identity(name)]));
 
 const operatorPlan = (shards: ShardPlan[] = []): OperatorPlan => ({
   operator: 'ns/op',
-  hashAlgorithm: 'fnv',
+  hashAlgorithm: 'fnv-range',
   bucketCount: BUCKETS,
   labels: { hash: 'h', namespace: 'n', control: 'c' },
   clusters: ['b', 'a', 'c'],
@@ -82,7 +82,7 @@ describe('buildRouteTable', () => {
       issuedAt: '2026-03-01T12:00:00.000Z',
       homeCluster: 'b',
       leaderElectionName: 'op-leader',
-      hashAlgorithm: 'fnv',
+      hashAlgorithm: 'fnv-range',
       bucketCount: BUCKETS,
       labels: { hash: 'h', namespace: 'n', control: 'c' },
       leaseSeconds: 30,

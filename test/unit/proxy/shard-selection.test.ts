@@ -9,9 +9,9 @@ import type { ClusterRoute } from '../../../src/transport/index.js';
 import { clusterFixture, routeTableFixture } from './route-table-fixture.js';
 
 const BUCKETS = 32;
-const settings = createHashSettings({ algorithm: 'fnv', bucketCount: BUCKETS, labels: { hash: 'h', namespace: 'n', control: 'c' } });
+const settings = createHashSettings({ algorithm: 'fnv-range', bucketCount: BUCKETS, labels: { hash: 'h', namespace: 'n', control: 'c' } });
 
-function viewOf(buckets: number[], route: Partial<ClusterRoute>, algorithm: 'fnv' | 'kusionstack' = 'fnv'): ClusterShardView {
+function viewOf(buckets: number[], route: Partial<ClusterRoute>, algorithm: 'fnv-range' | 'kusionstack' = 'fnv-range'): ClusterShardView {
   const table = routeTableFixture({ hashAlgorithm: algorithm, bucketCount: BUCKETS, clusters: [clusterFixture('a', buckets, route)] });
   return new ClusterShardView({ table, route: table.clusters[0]!, fenced: false });
 }

@@ -5,6 +5,7 @@ import {
   bucketOf,
   bucketRange,
   createHashSettings,
+  fnv1a32,
   fnv1a64,
   fnvBucket,
   kusionstackBucket,
@@ -46,6 +47,22 @@ describe('kusionstack hash', () => {
 });
 
 describe('fnv hash', () => {
+  it('is FNV-1a 32-bit, modulo the bucket count', () => {
+    expect(fnv1a32('')).toBe(0x811c9dc5);
+    expect(fnv1a32('a')).toBe(0xe40c292c);
+    expect(fnv1a32('foobar')).toBe(0xbf9cf968);
+    expect(fnv1a32('é')).toBe(fnv1a32('é'));
+    expect(bucketOf('foobar', { algorithm: 'fnv', bucketCount: 32 })).toBe(0xbf9cf968 % 32);
+  });
+  it('spreads names that differ only at the end, where fnv-range groups them (why fnv stays the default)', () => {
+    const tenants = Array.from({ length: 200 }, (_, i) => `ns-${i}`);
+    const used = (algorithm: 'fnv' | 'fnv-range'): number => new Set(tenants.map((n) => bucketOf(n, { algorithm, bucketCount: 32 }))).size;
+    expect(used('fnv')).toBe(32);
+    expect(used('fnv-range')).toBeLessThanOrEqual(4);
+  });
+});
+
+describe('fnv-range hash', () => {
   it('is FNV-1a 64-bit, as the API server computes it (vectors measured on v1.37)', () => {
     expect(namespaceHash('')).toBe(0xcbf29ce484222325n);
     expect(namespaceHash('a')).toBe(0xaf63dc4c8601ec8cn);
@@ -82,7 +99,7 @@ describe('fnv hash', () => {
   });
   it('puts every name in range for any bucket count', () => {
     fc.assert(
-      fc.property(fc.string(), fc.integer({ min: 1, max: 1000 }), fc.constantFrom('fnv' as const, 'kusionstack' as const), (s, n, algorithm) => {
+      fc.property(fc.string(), fc.integer({ min: 1, max: 1000 }), fc.constantFrom('fnv' as const, 'fnv-range' as const, 'kusionstack' as const), (s, n, algorithm) => {
         const b = bucketOf(s, { algorithm, bucketCount: n });
         expect(Number.isInteger(b) && b >= 0 && b < n).toBe(true);
       }),
