@@ -30,11 +30,15 @@ function field(value: unknown, key: string): unknown {
 }
 
 /**
- * Whether the probe's answer shows a filtered list (pure): a 2xx answer echoing a non-empty selector. A refusal
- * (a 500 `invalid shard selector`, a 403) or a list without the echo (before 1.36, or the gate off: the parameter
- * is ignored) means the server does not offer shard selectors.
+ * Whether the probe's answer shows a filtered list (pure): a 2xx answer echoing a non-empty selector. A list without
+ * the echo (before 1.36, or the gate off: the parameter is ignored) or a refusal that will not change (a 500
+ * `invalid shard selector`, a 401 or 403) means the server does not offer shard selectors. An overloaded or failing
+ * server (429, another 5xx) says nothing: undefined, so the agent asks again rather than label a cluster on a guess.
  */
-export function offersShardSelectors(answer: KubeAnswer): boolean {
+export function offersShardSelectors(answer: KubeAnswer): boolean | undefined {
+  if (answer.status === 429 || (answer.status >= 500 && !String(field(answer.body, 'message') ?? '').startsWith('invalid shard selector'))) {
+    return undefined;
+  }
   if (answer.status < 200 || answer.status >= 300) return false;
   const selector = field(field(field(answer.body, 'metadata'), 'shardInfo'), 'selector');
   return typeof selector === 'string' && selector !== '';
@@ -157,11 +161,18 @@ export class ShardSelectorProbe {
       return;
     }
     if (this.probed && gitVersion === this.probedVersion) return;
-    let offered: boolean;
+    let offered: boolean | undefined;
+    let status = 0;
     try {
-      offered = offersShardSelectors(await get(PROBE_PATH, signal));
+      const answer = await get(PROBE_PATH, signal);
+      status = answer.status;
+      offered = offersShardSelectors(answer);
     } catch (err) {
       if (!signal.aborted) logger.warn({ err: (err as Error).message, gitVersion }, 'could not ask the API server for shard selectors; keeping the previous answer');
+      return;
+    }
+    if (offered === undefined) {
+      logger.warn({ status, gitVersion }, 'the API server could not answer the shard selector probe now; keeping the previous answer');
       return;
     }
     if (signal.aborted) return;

@@ -313,7 +313,7 @@ describe('shard selectors: the same operators, sharded by the server (1.36+) or 
     expect(new Set(records.map((r) => r.shard)).size).toBe(3);
     expect(new Set(syncs.map((s) => s.shard)).size).toBe(3);
     logger.info({ minor, reconciles: records.length, syncs: syncs.length }, 'one owner per object');
-  });
+  }, 180_000);
 
   it('with shard selectors (1.36+): shardSelector in every route table, no mesh label anywhere, shardSelector on every list and watch; before: the hash label', async () => {
     const tables = [...(await routeTables(observer, operator)), ...(await routeTables(observer, fooOperator))];

@@ -49,10 +49,16 @@ describe('offersShardSelectors', () => {
     expect(offersShardSelectors({ status: 200, body: 'not json' })).toBe(false);
   });
 
-  it('is false for a refusal, even one that carries an echo', () => {
+  it('is false for a refusal that will not change, even one that carries an echo', () => {
     const refused = { kind: 'Status', status: 'Failure', message: 'invalid shard selector: hexStart must be ...', code: 500 };
     expect(offersShardSelectors({ status: 500, body: refused })).toBe(false);
     expect(offersShardSelectors({ status: 403, body: { metadata: { shardInfo: { selector: ECHO } } } })).toBe(false);
+  });
+
+  it('says nothing (undefined) for an overloaded or failing server: the agent must ask again, not label on a guess', () => {
+    expect(offersShardSelectors({ status: 429, body: { kind: 'Status', message: 'too many requests' } })).toBeUndefined();
+    expect(offersShardSelectors({ status: 503, body: undefined })).toBeUndefined();
+    expect(offersShardSelectors({ status: 500, body: { kind: 'Status', message: 'etcdserver: request timed out' } })).toBeUndefined();
   });
 });
 
