@@ -267,13 +267,15 @@ function sendJudgedList(options: { reply: FastifyReply; res: UpstreamResponse; e
     void reply.type('application/json').send(JSON.stringify(statusFor(502, reason)));
   };
   if (reply.getHeader('content-encoding') !== undefined) return fail('the proxy must read this list and the API server sent it encoded');
+  const judge = entry.view.eventJudge(info.group, info.resource);
   judgeList(res.stream, {
     expected: selection.shardSelector,
-    admit: (metadata) => entry.view.admits(info.group, info.resource, metadata),
+    admit: judge.admits,
+    labelKeys: judge.labelKeys,
     onFiltered: (unconfirmed) => (unconfirmed ? entry.metrics.listsFiltered.noEcho : entry.metrics.listsFiltered.unlabelled).inc(),
   }).then(
     (body) => {
-      if (typeof body === 'string') reply.removeHeader('content-length');
+      if (typeof body === 'string' || Buffer.isBuffer(body)) reply.removeHeader('content-length');
       void reply.send(body);
     },
     (err: unknown) => (err instanceof UnjudgedListError ? fail(err.message) : void reply.send(err)),
@@ -289,24 +291,23 @@ function openFilteredWatch(options: {
   bookmarks: boolean;
 }): Readable {
   const { entry, info, res, controller, bookmarks } = options;
-  const cluster = entry.view.name;
   const { group, resource } = info;
-  const filter = new WatchEventFilter({
-    // The current table's view, so events are judged by the newest assignment even before the watch ends.
-    admit: (metadata) => controller.current?.clusters.get(cluster)?.view.admits(group, resource, metadata) === true,
-    bookmarks,
-    onFiltered: () => entry.metrics.watchEventsFiltered.inc(),
-  });
+  // The judge of the table the request was judged under; registering retargets it to the current one.
+  const filter = new WatchEventFilter({ judge: entry.view.eventJudge(group, resource), bookmarks, onFiltered: entry.metrics.countFilteredEvent });
+  res.stream.pipe(filter);
   const unregister = controller.registerWatch({
-    cluster,
+    cluster: entry.view.name,
     group,
     resource,
-    // The shard's part of the selector: a table that changes it ends this watch.
-    selector: entry.view.selectorFor(group, resource),
+    // What the shard's part of the selector carries: a table that revokes any of it ends this watch.
+    carries: entry.view.carries(group, resource),
     expire: () => {
       res.stream.unpipe(filter);
       res.stream.destroy();
       filter.expire();
+    },
+    retarget: (view) => {
+      filter.judge = view.eventJudge(group, resource);
     },
   });
   entry.metrics.openWatches.inc();
@@ -319,6 +320,5 @@ function openFilteredWatch(options: {
     entry.metrics.openWatches.dec();
     res.stream.destroy();
   });
-  res.stream.pipe(filter);
   return filter;
 }

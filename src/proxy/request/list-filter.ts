@@ -1,6 +1,7 @@
 import { Readable } from 'node:stream';
 import { UnjudgedListError } from '../../errors.js';
 import type { ObjectMetadata } from '../routes/shard-view.js';
+import { EventScanner } from './json-scan.js';
 
 /** The head of a list answer the proxy reads to find `metadata` (it precedes `items` in the API server's JSON). */
 const HEAD_LIMIT = 64 * 1024;
@@ -11,6 +12,11 @@ export interface ListJudgement {
   /** The shard selector sent: a list whose `metadata.shardInfo.selector` is exactly it passes untouched. */
   expected: string | undefined;
   admit(metadata: ObjectMetadata): boolean;
+  /**
+   * The label keys `admit` reads: given, a list the proxy filters is scanned (items kept or cut as bytes) rather
+   * than parsed and serialised again.
+   */
+  labelKeys?: readonly string[];
   /** Called when the proxy filtered the list itself; `unconfirmed`: a selector was sent and not echoed. */
   onFiltered(unconfirmed: boolean): void;
 }
@@ -56,23 +62,119 @@ export function filterListBody(text: string, admit: (metadata: ObjectMetadata) =
   return JSON.stringify(body);
 }
 
+const EMPTY_METADATA: ObjectMetadata = Object.freeze({});
+
+/**
+ * filterListBody without building the list (and its answer as bytes, or as text where it fell back): the items' bytes are kept or cut as they are (the answer stays the API
+ * server's text but for the items cut), the list's `metadata` is parsed and written again only when it holds a
+ * `remainingItemCount` (no longer known). Falls back to filterListBody wherever the scanner is not sure (a Table,
+ * escapes in keys it reads, duplicate keys, anything unusual).
+ */
+export function filterListBytes(body: Buffer, admit: (metadata: ObjectMetadata) => boolean, labelKeys: readonly string[]): Buffer | string {
+  const list = new EventScanner(labelKeys).scanList(body);
+  if (list === undefined) return filterListBody(body.toString('utf8'), admit);
+  const pieces: Buffer[] = [];
+  let at = 0;
+  const cut = (from: number, to: number, instead?: Buffer): void => {
+    pieces.push(body.subarray(at, from));
+    if (instead) pieces.push(instead);
+    at = to;
+  };
+  const metadata = list.metadata;
+  let newMetadata: Buffer | undefined;
+  if (metadata) {
+    let parsed: Record<string, unknown>;
+    try {
+      parsed = JSON.parse(body.toString('utf8', metadata[0], metadata[1])) as Record<string, unknown>;
+    } catch {
+      return filterListBody(body.toString('utf8'), admit);
+    }
+    if (Object.hasOwn(parsed, 'remainingItemCount')) {
+      delete parsed.remainingItemCount;
+      newMetadata = Buffer.from(JSON.stringify(parsed));
+    }
+  }
+  const kept = list.items.filter((item) => admit(item.metadata ?? EMPTY_METADATA));
+  const replaceItems = kept.length !== list.items.length;
+  const edits: [number, number, Buffer | undefined, boolean][] = [];
+  if (newMetadata && metadata) edits.push([metadata[0], metadata[1], newMetadata, false]);
+  if (replaceItems) edits.push([list.itemsOpen + 1, list.itemsClose, undefined, true]);
+  edits.sort((a, b) => a[0] - b[0]);
+  for (const [from, to, instead, items] of edits) {
+    if (!items) {
+      cut(from, to, instead);
+      continue;
+    }
+    cut(from, to);
+    kept.forEach((item, i) => {
+      if (i > 0) pieces.push(COMMA);
+      pieces.push(body.subarray(item.start, item.end));
+    });
+  }
+  pieces.push(body.subarray(at));
+  // Bytes, not text: decoding a list to send it encoded again would cost more than the scan.
+  return Buffer.concat(pieces);
+}
+
+const COMMA = Buffer.from(',');
+
+/**
+ * The next chunk of a paused stream, or null at its end. Reading with read() rather than an async iterator leaves
+ * the stream usable: what was read can be put back (unshift) and the stream itself handed on.
+ */
+function nextChunk(source: Readable): Promise<Buffer | null> {
+  return new Promise((resolve, reject) => {
+    const cleanup = (): void => {
+      source.off('readable', onReadable);
+      source.off('end', onEnd);
+      source.off('error', onError);
+      source.off('close', onClose);
+    };
+    const onReadable = (): void => {
+      const chunk = source.read() as Buffer | string | null;
+      if (chunk === null) return;
+      cleanup();
+      resolve(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk));
+    };
+    const onEnd = (): void => {
+      cleanup();
+      resolve(null);
+    };
+    const onError = (err: Error): void => {
+      cleanup();
+      reject(err);
+    };
+    // Destroyed before its end (an aborted answer): not a list.
+    const onClose = (): void => {
+      cleanup();
+      reject(new UnjudgedListError('the answer ended before its end'));
+    };
+    if (source.readableEnded) return resolve(null);
+    if (source.destroyed) return reject(new UnjudgedListError('the answer ended before its end'));
+    source.on('readable', onReadable);
+    source.on('end', onEnd);
+    source.on('error', onError);
+    source.on('close', onClose);
+  });
+}
+
 /**
  * A list answer where objects carry no labels: streamed on untouched once its head shows the API server applied
- * the shard selector sent; otherwise read whole (at most LIST_FILTER_MAX_BYTES) and filtered by the proxy.
- * Resolves to what to send; rejects with UnjudgedListError when the answer cannot be judged.
+ * the shard selector sent (the head is put back and the upstream stream itself is returned: no copy, no step per
+ * chunk); otherwise read whole (at most LIST_FILTER_MAX_BYTES) and filtered by the proxy.
+ * Resolves to what to send (a stream, or the whole answer as bytes or text); rejects with UnjudgedListError when the
+ * answer cannot be judged.
  */
-export async function judgeList(source: Readable, judgement: ListJudgement): Promise<Readable | string> {
+export async function judgeList(source: Readable, judgement: ListJudgement): Promise<Readable | Buffer | string> {
   const chunks: Buffer[] = [];
   let size = 0;
-  const iterator = source[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
   let ended = false;
   const next = async (): Promise<boolean> => {
-    const step = await iterator.next();
-    if (step.done === true) {
+    const chunk = await nextChunk(source);
+    if (chunk === null) {
       ended = true;
       return false;
     }
-    const chunk = Buffer.isBuffer(step.value) ? step.value : Buffer.from(step.value as string);
     size += chunk.length;
     if (size > LIST_FILTER_MAX_BYTES) {
       source.destroy();
@@ -83,20 +185,19 @@ export async function judgeList(source: Readable, judgement: ListJudgement): Pro
   };
   if (judgement.expected !== undefined) {
     while (size < HEAD_LIMIT && (await next())) {
-      const head = Buffer.concat(chunks);
+      const head = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
       if (head.includes('"items":')) {
         if (echoedSelector(head) !== judgement.expected) break;
-        if (ended) return head.toString('utf8');
-        return Readable.from(
-          (async function* rest() {
-            yield head;
-            for (let step = await iterator.next(); step.done !== true; step = await iterator.next()) yield step.value;
-          })(),
-        );
+        // Ended (its end may have been emitted while this was read): the head is the whole answer.
+        if (ended || source.readableEnded) return head;
+        source.unshift(head);
+        return source;
       }
     }
   }
   while (!ended) await next();
   judgement.onFiltered(judgement.expected !== undefined);
-  return filterListBody(Buffer.concat(chunks).toString('utf8'), judgement.admit);
+  const body = Buffer.concat(chunks);
+  if (judgement.labelKeys !== undefined) return filterListBytes(body, judgement.admit, judgement.labelKeys);
+  return filterListBody(body.toString('utf8'), judgement.admit);
 }

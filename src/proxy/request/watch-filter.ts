@@ -1,8 +1,11 @@
 import { Transform, type TransformCallback } from 'node:stream';
-import type { ObjectMetadata } from '../routes/shard-view.js';
+import type { EventJudge, ObjectMetadata } from '../routes/shard-view.js';
+import { EventScanner } from './json-scan.js';
 
 /** Decides, per watch event object, whether the shard may see it (the current route table's view). */
 export type EventAdmission = (metadata: ObjectMetadata) => boolean;
+
+export type { EventJudge };
 
 interface ObjectMeta extends ObjectMetadata {
   resourceVersion?: string;
@@ -35,45 +38,120 @@ export const EXPIRED_EVENT = `${JSON.stringify({
   },
 })}\n`;
 
+/** How a filter reads the events it judges: the scanner (JSON.parse when it is not sure), or JSON.parse alone. */
+export type EventReading = 'scan' | 'parse';
+
+const EMPTY_METADATA: ObjectMetadata = Object.freeze({});
+
+/** One scanner per set of label keys, shared by every filter (a scanner keeps no state between events). */
+const scanners = new Map<string, EventScanner>();
+/** The scanner of each judge (one per table and resource): a watch opened or retargeted looks it up here. */
+const judgeScanners = new WeakMap<EventJudge, EventScanner>();
+function scannerFor(judge: EventJudge): EventScanner {
+  let scanner = judgeScanners.get(judge);
+  if (scanner !== undefined) return scanner;
+  const key = judge.labelKeys.join('\n');
+  scanner = scanners.get(key);
+  if (scanner === undefined) {
+    scanner = new EventScanner(judge.labelKeys);
+    // Bounded by the label keys of the tables a proxy has served; a table's keys rarely change.
+    if (scanners.size >= 256) scanners.clear();
+    scanners.set(key, scanner);
+  }
+  judgeScanners.set(judge, scanner);
+  return scanner;
+}
+
 /**
  * Filters a JSON watch stream (one event per line) incrementally: events whose object is outside the shard
  * are dropped, or turned into BOOKMARKs carrying only the resourceVersion when the client asked for bookmarks.
  * DELETED events always pass, because they only tell the client to forget an object. Only the unfinished last
  * line is held back, never the stream.
+ *
+ * What is read depends on the judge (the current table's, see EventJudge): where the API server applied everything
+ * the judge checks (`mustJudge` false) the bytes pass unread, a chunk at a time up to its last newline; otherwise
+ * each ADDED or MODIFIED line is scanned for the few fields the judge reads (json-scan.ts) and parsed only when
+ * the scanner is not sure (Tables, escapes in a key it reads, duplicate keys, malformed lines). Consecutive lines
+ * that pass are sent as one piece.
  */
 export class WatchEventFilter extends Transform {
   private pending: Buffer[] = [];
-  private readonly admit: EventAdmission;
+  /** The chunk being judged and its lines [runFrom, runTo) that passed and are not sent yet. */
+  private runChunk: Buffer | undefined;
+  private runFrom = 0;
+  private runTo = 0;
+  private current: EventJudge;
+  private scanner: EventScanner;
+  private readonly reading: EventReading;
   private expired = false;
   private readonly bookmarks: boolean;
   private readonly onFiltered: () => void;
 
-  constructor(options: { admit: EventAdmission; bookmarks: boolean; onFiltered: () => void }) {
+  constructor(options: { judge: EventJudge; bookmarks: boolean; onFiltered: () => void; reading?: EventReading }) {
     super();
-    this.admit = options.admit;
+    this.current = options.judge;
+    this.scanner = scannerFor(options.judge);
+    this.reading = options.reading ?? 'scan';
     this.bookmarks = options.bookmarks;
     this.onFiltered = options.onFiltered;
   }
 
+  /** The judge of the table in force (the watch registry sets it when a table changes and the watch stays). */
+  get judge(): EventJudge {
+    return this.current;
+  }
+
+  set judge(judge: EventJudge) {
+    if (judge === this.current) return;
+    this.current = judge;
+    this.scanner = scannerFor(judge);
+  }
+
   override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
     if (this.expired) return callback();
+    if (!this.current.mustJudge) {
+      this.passUnread(chunk);
+      return callback();
+    }
     let start = 0;
+    this.runChunk = chunk;
+    this.runFrom = 0;
+    this.runTo = 0;
     let newline = chunk.indexOf(NEWLINE, start);
     while (newline >= 0) {
-      const piece = chunk.subarray(start, newline + 1);
-      const line = this.pending.length === 0 ? piece : Buffer.concat([...this.pending, piece]);
-      this.pending = [];
-      this.emitLine(line);
+      if (this.pending.length > 0) {
+        const line = Buffer.concat([...this.pending, chunk.subarray(start, newline + 1)]);
+        this.pending = [];
+        this.emitLine(line, true);
+        this.runFrom = this.runTo = newline + 1;
+      } else if (this.emitLine(chunk.subarray(start, newline + 1), false)) {
+        this.runTo = newline + 1;
+      } else {
+        this.flushRun();
+        this.runFrom = this.runTo = newline + 1;
+      }
       start = newline + 1;
       newline = chunk.indexOf(NEWLINE, start);
     }
+    this.flushRun();
+    this.runChunk = undefined;
     if (start < chunk.length) this.pending.push(chunk.subarray(start));
     callback();
   }
 
+  /** Sends the lines of the current chunk that passed and are not sent yet, as one piece. */
+  private flushRun(): void {
+    if (this.runChunk !== undefined && this.runFrom < this.runTo) this.push(this.runChunk.subarray(this.runFrom, this.runTo));
+    this.runFrom = this.runTo;
+  }
+
   override _flush(callback: TransformCallback): void {
     if (this.expired) return callback();
-    if (this.pending.length > 0) this.emitLine(Buffer.concat(this.pending));
+    if (this.pending.length > 0) {
+      const line = Buffer.concat(this.pending);
+      if (!this.current.mustJudge) this.push(line);
+      else this.emitLine(line, true);
+    }
     this.pending = [];
     callback();
   }
@@ -88,41 +166,79 @@ export class WatchEventFilter extends Transform {
     this.end();
   }
 
-  private emitLine(line: Buffer): void {
+  /**
+   * Sends what the API server judged, up to the chunk's last newline; the unfinished line waits for the next chunk
+   * (so an Expired event, or a switch to judging, always starts on a new line).
+   */
+  private passUnread(chunk: Buffer): void {
+    const last = chunk.lastIndexOf(NEWLINE);
+    if (last < 0) {
+      this.pending.push(chunk);
+      return;
+    }
+    // The held line's start and its end go as they are: copying them together would copy the whole chunk.
+    for (const piece of this.pending) this.push(piece);
+    this.pending = [];
+    this.push(last + 1 === chunk.length ? chunk : chunk.subarray(0, last + 1));
+    if (last + 1 < chunk.length) this.pending.push(chunk.subarray(last + 1));
+  }
+
+  /**
+   * Judges one line. A line that passes unchanged is sent here only when `send` (else the caller sends it with its
+   * neighbours) and the answer is true; whatever else is sent in its place (a bookmark, a Table's kept rows) is sent here.
+   */
+  private emitLine(line: Buffer, send: boolean): boolean {
+    const scanned = this.reading === 'scan' ? this.scanner.scan(line) : undefined;
+    let passes: boolean;
+    if (scanned === undefined || scanned.kind === 'Table') passes = this.judgeParsed(line);
+    else if ((scanned.type !== 'ADDED' && scanned.type !== 'MODIFIED') || !scanned.hasObject) passes = true;
+    else if (this.current.admits(scanned.metadata ?? EMPTY_METADATA)) passes = true;
+    else {
+      this.onFiltered();
+      if (this.bookmarks) this.pushBookmark(scanned.kind, scanned.apiVersion, scanned.metadata?.resourceVersion);
+      passes = false;
+    }
+    if (passes && send) {
+      this.flushRun();
+      this.push(line);
+    }
+    return passes;
+  }
+
+  /** The slow path: the whole event parsed. True when the line passes unchanged. */
+  private judgeParsed(line: Buffer): boolean {
     let event: WatchEvent;
     try {
       event = JSON.parse(line.toString('utf8')) as WatchEvent;
     } catch {
       // Not an event we understand (partial protocol change, blank keep-alive): the client decides.
-      this.push(line);
-      return;
+      return true;
     }
-    if ((event.type !== 'ADDED' && event.type !== 'MODIFIED') || event.object === undefined) {
-      this.push(line);
-      return;
-    }
+    if (event === null || typeof event !== 'object' || (event.type !== 'ADDED' && event.type !== 'MODIFIED')) return true;
     const { object } = event;
+    // No object to judge (the client cannot decode such an event either): it carries no object of another shard.
+    if (object === undefined || object === null || typeof object !== 'object') return true;
     if (object.kind === 'Table' && Array.isArray(object.rows)) {
-      const kept = object.rows.filter((row) => this.admit(row.object?.metadata ?? {}));
-      if (kept.length === object.rows.length) {
-        this.push(line);
-        return;
-      }
+      const kept = object.rows.filter((row) => this.current.admits(row?.object?.metadata ?? EMPTY_METADATA));
+      if (kept.length === object.rows.length) return true;
       this.onFiltered();
-      if (kept.length > 0) this.push(`${JSON.stringify({ ...event, object: { ...object, rows: kept } })}\n`);
-      else if (this.bookmarks) this.pushBookmark(object);
-      return;
+      if (kept.length > 0) this.pushInstead(`${JSON.stringify({ ...event, object: { ...object, rows: kept } })}\n`);
+      else if (this.bookmarks) this.pushBookmark(object.kind, object.apiVersion, object.metadata?.resourceVersion);
+      return false;
     }
-    if (this.admit(object.metadata ?? {})) {
-      this.push(line);
-      return;
-    }
+    if (this.current.admits(object.metadata ?? EMPTY_METADATA)) return true;
     this.onFiltered();
-    if (this.bookmarks) this.pushBookmark(object);
+    if (this.bookmarks) this.pushBookmark(object.kind, object.apiVersion, object.metadata?.resourceVersion);
+    return false;
   }
 
-  private pushBookmark(object: NonNullable<WatchEvent['object']>): void {
-    const { kind, apiVersion, metadata } = object;
-    this.push(`${JSON.stringify({ type: 'BOOKMARK', object: { kind, apiVersion, metadata: { resourceVersion: metadata?.resourceVersion } } })}\n`);
+  /** Sends what replaces a line, after the lines before it that passed. */
+  private pushInstead(text: string): void {
+    this.flushRun();
+    this.push(text);
+  }
+
+  private pushBookmark(kind: string | undefined, apiVersion: string | undefined, resourceVersion: string | undefined): void {
+    this.pushInstead(`${JSON.stringify({ type: 'BOOKMARK', object: { kind, apiVersion, metadata: { resourceVersion } } })}\n`);
   }
 }

@@ -8,7 +8,7 @@ import type { RouteSource } from './route-source.js';
 import { RouteState } from './route-state.js';
 import { tableRefusal } from './table-admission.js';
 import type { TableStore } from './table-store.js';
-import { WatchRegistry, type OpenWatch } from './watch-registry.js';
+import { WatchRegistry, type EndReason, type OpenWatch } from './watch-registry.js';
 
 export interface RouteControllerOptions {
   source: RouteSource;
@@ -65,10 +65,17 @@ export class RouteController {
     return this.inflightWrites;
   }
 
-  /** Registers an open watch, so a table that changes its selector ends it; returns its unregistration. */
+  /**
+   * Registers an open watch, so a table that revokes a unit it carries ends it; returns its unregistration. A watch
+   * judged under an earlier table than the current one is held to the current one at once (ended, or retargeted).
+   */
   registerWatch(watch: OpenWatch): () => void {
-    return this.openWatches.add(watch);
+    return this.openWatches.add(watch, this.state, this.countEnded);
   }
+
+  private readonly countEnded = (watch: OpenWatch, reason: EndReason): void => {
+    this.options.metrics.watchesEnded.inc({ cluster: watch.cluster, reason });
+  };
 
   /**
    * Registers a forwarded write; returns it unchanged. A table installed later is acknowledged only once the writes
@@ -208,7 +215,7 @@ export class RouteController {
     const { links, metrics, logger, now } = this.options;
     const state = new RouteState({ table, fenced, link: (route) => links.link(route) });
     this.state = state;
-    this.openWatches.reconcile(state, (watch, reason) => metrics.watchesEnded.inc({ cluster: watch.cluster, reason }));
+    this.openWatches.reconcile(state, this.countEnded);
     links.retain(new Set(state.clusters.keys()));
     metrics.routeTableVersion.set(table.version);
     metrics.routeTableAppliedAt.set(now() / 1000);

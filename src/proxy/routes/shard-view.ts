@@ -39,6 +39,32 @@ export interface ResourceSelection {
   readonly key: string;
 }
 
+/**
+ * How watch events of one resource are judged under one route table, built once per table (the watch registry
+ * hands each open watch the current table's): the filter reads only `labelKeys` of an event (and the namespace,
+ * name and uid) and asks `admits`.
+ */
+export interface EventJudge {
+  /**
+   * False where the API server applies everything `admits` checks (label selectors: the hash label and the limits)
+   * and the watch carries the current table's selector, as every open watch does: events pass unread. True where
+   * the server filters by range (the proxy's second line of defence), or not at all.
+   */
+  readonly mustJudge: boolean;
+  /** The label keys `admits` reads. */
+  readonly labelKeys: readonly string[];
+  admits(object: ObjectMetadata): boolean;
+}
+
+/**
+ * What a list or watch of one resource carries under one table: its units (the owned buckets) and everything else
+ * its selector depends on (hash settings, how the cluster selects, the limits), as text.
+ */
+export interface CarriedUnits {
+  readonly buckets: ReadonlySet<number>;
+  readonly rest: string;
+}
+
 interface ResourceSet {
   groups: ReadonlySet<string>;
   resources: ReadonlySet<string>;
@@ -72,6 +98,8 @@ export class ClusterShardView {
   private readonly byObject: ResourceSet | undefined;
   private readonly owners: ReadonlyMap<number, string>;
   private readonly selections = new Map<string, ResourceSelection>();
+  private readonly judges = new Map<string, EventJudge>();
+  private readonly carried = new Map<string, CarriedUnits>();
   private readonly namespaceBuckets = new Map<string, number>();
 
   constructor(options: { table: RouteTable; route: ClusterRoute; fenced: boolean }) {
@@ -119,6 +147,41 @@ export class ClusterShardView {
       this.selections.set(key, selection);
     }
     return selection;
+  }
+
+  /** How watch events of `group/resource` are judged under this table (memoised: one object per table). */
+  eventJudge(group: string, resource: string): EventJudge {
+    const key = `${group}/${resource}`;
+    let judge = this.judges.get(key);
+    if (judge === undefined) {
+      const selection = this.selectionFor(group, resource);
+      const byObject = this.shardsByObject(group, resource);
+      const limits = this.limitsFor(group, resource);
+      const keys = new Set(limits.flatMap((limit) => limit.requirements.map((r) => r.key)));
+      if (this.selection === 'labels' && !byObject) keys.add(this.settings.labels.hash);
+      judge = {
+        mustJudge: selection.shardSelector !== undefined || selection.filterLists,
+        labelKeys: [...keys].sort(),
+        admits: (object) => this.judgeObject(group, resource, byObject, limits, object),
+      };
+      this.judges.set(key, judge);
+    }
+    return judge;
+  }
+
+  /** What a watch of `group/resource` opened under this table carries (compared across tables by the registry). */
+  carries(group: string, resource: string): CarriedUnits {
+    const key = `${group}/${resource}`;
+    let carried = this.carried.get(key);
+    if (carried === undefined) {
+      const limits = this.limitsFor(group, resource).map((l) => l.requirements);
+      const { algorithm, bucketCount, labels } = this.settings;
+      const how = `${this.selection} ${this.shardsByObject(group, resource) ? 'uid' : 'namespace'}`;
+      const rest = [algorithm, bucketCount, labels.hash, labels.namespace, labels.control, how, renderSelector(limits.length === 0 ? [] : mergeSelectors(...limits).requirements)].join('\n');
+      carried = { buckets: this.owned, rest };
+      this.carried.set(key, carried);
+    }
+    return carried;
   }
 
   private compileSelection(group: string, resource: string): ResourceSelection {
@@ -194,12 +257,15 @@ export class ClusterShardView {
    * the object's namespace (a Namespace's own name), and the limits see the labels that namespace would give.
    */
   admits(group: string, resource: string, object: ObjectMetadata): boolean {
+    return this.judgeObject(group, resource, this.shardsByObject(group, resource), this.limitsFor(group, resource), object);
+  }
+
+  private judgeObject(group: string, resource: string, byObject: boolean, limits: readonly CompiledLimit[], object: ObjectMetadata): boolean {
     const labels = object.labels ?? {};
-    if (this.shardsByObject(group, resource)) {
+    if (byObject) {
       if (typeof object.uid !== 'string' || object.uid === '') return false;
       const bucket = this.objectBucketOf(object.uid);
       if (!this.owned.has(bucket)) return false;
-      const limits = this.limitsFor(group, resource);
       const namespace = object.namespace ?? '';
       const seen = { ...labels, ...meshLabels(namespace, this.settings), [this.settings.labels.hash]: String(bucket) };
       return limits.every((limit) => matches(limit.requirements, seen));
@@ -208,11 +274,10 @@ export class ClusterShardView {
       const hash = labels[this.settings.labels.hash];
       // Text, as the injected selector compares it: "01", "1e0" or "" are no bucket, though Number() reads them as one.
       if (hash === undefined || !/^(0|[1-9][0-9]*)$/.test(hash) || !this.owned.has(Number(hash))) return false;
-      return this.limitsFor(group, resource).every((limit) => matches(limit.requirements, labels));
+      return limits.every((limit) => matches(limit.requirements, labels));
     }
     const namespace = (group === '' && resource === 'namespaces' ? object.name : object.namespace) ?? '';
     if (!this.ownsNamespace(namespace)) return false;
-    const limits = this.limitsFor(group, resource);
     if (limits.length === 0) return true;
     const seen = { ...labels, ...meshLabels(namespace, this.settings) };
     return limits.every((limit) => matches(limit.requirements, seen));

@@ -5,16 +5,25 @@ type CounterChild = ReturnType<Counter<string>['labels']>;
 type HistogramChild = ReturnType<Histogram<string>['labels']>;
 type GaugeChild = ReturnType<Gauge<string>['labels']>;
 
+/** The children of one verb: its duration, and its request counters by resource, then by code. */
+interface VerbChildren {
+  readonly duration: HistogramChild;
+  readonly resources: Map<string, Map<number, CounterChild>>;
+}
+
 /**
- * One cluster's metric children, bound when the cluster's link is built so the request path does a map lookup
- * instead of prom-client's label hashing.
+ * One cluster's metric children, bound when the cluster's link is built (kept across tables while the link is), so
+ * the request path never builds a label set or a key: `observe` is three map reads (verb, resource, code: the
+ * strings the parser produced, the number the API server answered) and the children's own increments. A child is
+ * made the first time its labels occur, once per link.
  */
 export class ClusterMetrics {
   readonly openWatches: GaugeChild;
   readonly watchEventsFiltered: CounterChild;
   readonly listsFiltered: { readonly noEcho: CounterChild; readonly unlabelled: CounterChild };
-  private readonly durations = new Map<string, HistogramChild>();
-  private readonly requests = new Map<string, CounterChild>();
+  /** Counts one watch event filtered out; bound once, handed to every watch filter of the cluster. */
+  readonly countFilteredEvent: () => void;
+  private readonly verbs = new Map<string, VerbChildren>();
   private readonly metrics: ProxyMetrics;
   private readonly cluster: string;
 
@@ -22,7 +31,9 @@ export class ClusterMetrics {
     this.metrics = metrics;
     this.cluster = cluster;
     this.openWatches = metrics.openWatches.labels({ cluster });
-    this.watchEventsFiltered = metrics.watchEventsFiltered.labels({ cluster });
+    const filtered = metrics.watchEventsFiltered.labels({ cluster });
+    this.watchEventsFiltered = filtered;
+    this.countFilteredEvent = () => filtered.inc();
     this.listsFiltered = {
       noEcho: metrics.listsFiltered.labels({ cluster, reason: 'no-echo' }),
       unlabelled: metrics.listsFiltered.labels({ cluster, reason: 'unlabelled' }),
@@ -34,17 +45,21 @@ export class ClusterMetrics {
 
   /** Counts one answered request and its time to the response head. */
   observe(verb: string, resource: string, code: number, seconds: number): void {
-    let duration = this.durations.get(verb);
-    if (duration === undefined) {
-      duration = this.metrics.requestDuration.labels({ cluster: this.cluster, verb });
-      this.durations.set(verb, duration);
+    let children = this.verbs.get(verb);
+    if (children === undefined) {
+      children = { duration: this.metrics.requestDuration.labels({ cluster: this.cluster, verb }), resources: new Map() };
+      this.verbs.set(verb, children);
     }
-    duration.observe(seconds);
-    const key = `${verb} ${resource} ${code}`;
-    let counter = this.requests.get(key);
+    children.duration.observe(seconds);
+    let codes = children.resources.get(resource);
+    if (codes === undefined) {
+      codes = new Map();
+      children.resources.set(resource, codes);
+    }
+    let counter = codes.get(code);
     if (counter === undefined) {
       counter = this.metrics.requests.labels({ cluster: this.cluster, verb, resource, code: String(code) });
-      this.requests.set(key, counter);
+      codes.set(code, counter);
     }
     counter.inc();
   }

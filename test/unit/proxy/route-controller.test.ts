@@ -78,8 +78,8 @@ describe('RouteController', () => {
     source.handlers!.onRenewal(now);
     source.handlers!.onTable(table(2, [1, 2]));
     const expired: string[] = [];
-    const selector = controller.current!.clusters.get('a')!.view.selectorFor('', 'configmaps');
-    controller.registerWatch({ cluster: 'a', group: '', resource: 'configmaps', selector, expire: () => expired.push('configmaps') });
+    const carries = controller.current!.clusters.get('a')!.view.carries('', 'configmaps');
+    controller.registerWatch({ cluster: 'a', group: '', resource: 'configmaps', carries, expire: () => expired.push('configmaps') });
     source.handlers!.onTable(table(1, []));
     expect(controller.current!.table.version).toBe(2);
     expect(expired).toEqual([]);
@@ -152,7 +152,7 @@ describe('RouteController', () => {
     expect(controller.readiness().ready).toBe(true);
     const view = () => controller.current!.clusters.get('a')!.view;
     const expired: string[] = [];
-    controller.registerWatch({ cluster: 'a', group: '', resource: 'pods', selector: view().selectorFor('', 'pods'), expire: () => expired.push('pods') });
+    controller.registerWatch({ cluster: 'a', group: '', resource: 'pods', carries: view().carries('', 'pods'), expire: () => expired.push('pods') });
     // The connection still looks up (a silent partition): it changes nothing.
     source.handlers!.onContact(true);
     now = askedAt + 8_900;

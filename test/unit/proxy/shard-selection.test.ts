@@ -107,8 +107,9 @@ const list = (selector: string | undefined, items: { namespace: string }[]): str
     items: items.map((m) => ({ metadata: { name: 'cm', ...m } })),
   });
 
-async function drain(body: Readable | string): Promise<string> {
+async function drain(body: Readable | Buffer | string): Promise<string> {
   if (typeof body === 'string') return body;
+  if (Buffer.isBuffer(body)) return body.toString('utf8');
   const chunks: Buffer[] = [];
   for await (const c of body) chunks.push(Buffer.from(c as Buffer));
   return Buffer.concat(chunks).toString('utf8');

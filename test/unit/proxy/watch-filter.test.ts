@@ -8,10 +8,11 @@ const event = (type: string, hash: string, rv: string): string =>
   `${JSON.stringify({ type, object: { kind: 'ConfigMap', apiVersion: 'v1', metadata: { name: `cm-${rv}`, resourceVersion: rv, labels: { h: hash } } } })}\n`;
 
 const admitOwned = (metadata: { labels?: Readonly<Record<string, string>> }): boolean => metadata.labels?.h === '1';
+const judge = { mustJudge: true, labelKeys: ['h'], admits: admitOwned };
 
 async function run(chunks: string[], bookmarks: boolean): Promise<{ out: string; filtered: number }> {
   let filtered = 0;
-  const filter = new WatchEventFilter({ admit: admitOwned, bookmarks, onFiltered: () => filtered++ });
+  const filter = new WatchEventFilter({ judge, bookmarks, onFiltered: () => filtered++ });
   const out = await text(Readable.from(chunks.map((c) => Buffer.from(c))).pipe(filter));
   return { out, filtered };
 }
@@ -45,7 +46,7 @@ describe('WatchEventFilter', () => {
   });
 
   it('expire() sends 410 Expired and ends the stream', async () => {
-    const filter = new WatchEventFilter({ admit: admitOwned, bookmarks: false, onFiltered: () => undefined });
+    const filter = new WatchEventFilter({ judge, bookmarks: false, onFiltered: () => undefined });
     const collected = text(filter);
     filter.write(event('ADDED', '1', '1'));
     filter.expire();
