@@ -133,3 +133,11 @@ export function loadRow(label: string, loads: readonly number[]): BenchRow {
   };
 }
 
+
+/** Rows as the aligned text table main.ts prints (for a module run on its own, e.g. `node dist/bench/propagation.js`). */
+export function formatTable(rows: readonly BenchRow[]): string {
+  const columns = [...new Set(rows.flatMap((r) => Object.keys(r)))];
+  const cells = [columns, ...rows.map((r) => columns.map((c) => (r[c] === undefined ? '' : String(r[c]))))];
+  const widths = columns.map((_, i) => Math.max(...cells.map((line) => (line[i] as string).length)));
+  return cells.map((line) => line.map((cell, i) => cell.padEnd(widths[i] as number)).join('  ').trimEnd()).join('\n');
+}

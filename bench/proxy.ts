@@ -10,7 +10,7 @@ import { bucketOf } from '../src/sharding/index.js';
 import type { RouteTable } from '../src/transport/index.js';
 import CircuitBreaker from 'opossum';
 import { benchRouteTable, stopBenchBed } from './bench-bed.js';
-import { median } from './bus.js';
+import { median, processCpuUs } from './bus.js';
 import { cpuNs, loadRow, percentile, round, timePerOp, waitForLine, type Benchmark, type BenchRow } from './harness.js';
 import { shardSelectionRows } from './shard-selection.js';
 
@@ -28,19 +28,51 @@ const THROUGHPUT_REQUESTS = 1000;
 const CONCURRENCY = 16;
 const WATCHES = 200;
 const WATCH_UPDATES = 400;
+/** The logic-free Node forwarder (bench/probes/forwarder.ts), a target of its own process. */
+const FORWARDER = join(HERE, 'probes', 'forwarder.js');
+/** LIST 5,000: that many ConfigMaps in a namespace of their own, created LARGE_CREATORS at a time. */
+const LARGE_OBJECTS = 5000;
+const LARGE_CREATORS = 16;
+const LARGE_ROUNDS = 5;
+const LARGE_WARMUP = 2;
+const LARGE_SEQUENTIAL = 8;
+const LARGE_THROUGHPUT = 16;
+const LARGE_CONCURRENCY = 4;
+/** Watch CPU per event: one watch per target, WATCH_EVENT_UPDATES updates per round, WATCH_EVENT_ROUNDS rounds. */
+const WATCH_EVENT_ROUNDS = 5;
+const WATCH_EVENT_UPDATES = 500;
+const WATCH_WRITERS = 8;
+/** Watches opened at once through each proxy, in MANY_WATCH_ROUNDS rounds; every wait for them is bounded. */
+const MANY_WATCHES = 2000;
+const MANY_WATCH_ROUNDS = 3;
+const MANY_WATCH_TIMEOUT_MS = 60_000;
+/** Sections of the proxy rows; BENCH_PROXY_ONLY=<section>[,<section>...] runs those alone. */
+const SECTIONS = ['get-list', 'decision', 'watch', 'list-5000', 'watch-events', 'watch-open', 'shard-selection'] as const;
+type Section = (typeof SECTIONS)[number];
 
 interface Target {
   name: string;
   pool: Pool;
   /** The serving process, for its CPU time per request (none for direct calls). */
   pid?: number;
+  /** A Node serving process started with the gc-memory probe: memory after a forced GC. */
+  child?: ChildProcess;
+  /** Where to open plain-HTTP watches (proxies only). */
+  url?: string;
 }
 
-/** CPU ms (user + system) a process has used so far, from /proc (clock ticks of 10 ms). */
-async function processCpuMs(pid: number | undefined): Promise<number> {
+/** Resident set of a process now, in bytes: /proc/<pid>/status VmRSS (no GC forced). */
+async function vmRssBytes(pid: number | undefined): Promise<number> {
   if (pid === undefined) return 0;
-  const fields = (await readFile(`/proc/${pid}/stat`, 'utf8')).split(') ')[1]!.split(' ');
-  return (Number(fields[11]) + Number(fields[12])) * 10;
+  const match = /^VmRSS:\s+(\d+) kB$/m.exec(await readFile(`/proc/${pid}/status`, 'utf8'));
+  return Number(match?.[1] ?? Number.NaN) * 1024;
+}
+
+/** The kernel's count of connections a full accept queue turned away (TcpExt ListenOverflows, this network namespace). */
+async function listenOverflows(): Promise<number> {
+  const lines = (await readFile('/proc/net/netstat', 'utf8')).split('\n').filter((l) => l.startsWith('TcpExt:'));
+  const [names, values] = [lines[0]?.split(' ') ?? [], lines[1]?.split(' ') ?? []];
+  return Number(values[names.indexOf('ListenOverflows')] ?? Number.NaN);
 }
 
 async function call(target: Target, path: string): Promise<void> {
@@ -49,9 +81,9 @@ async function call(target: Target, path: string): Promise<void> {
   if (res.statusCode !== 200) throw new Error(`${target.name} ${path}: HTTP ${res.statusCode}`);
 }
 
-/** Sequential requests (after 30 untimed): wall-clock latency per request in ms, sorted. */
-async function latencies(target: Target, path: string, count: number): Promise<number[]> {
-  for (let i = 0; i < 30; i++) await call(target, path);
+/** Sequential requests (after `warmup` untimed): wall-clock latency per request in ms, sorted. */
+async function latencies(target: Target, path: string, count: number, warmup = 30): Promise<number[]> {
+  for (let i = 0; i < warmup; i++) await call(target, path);
   const times: number[] = [];
   for (let i = 0; i < count; i++) {
     const start = process.hrtime.bigint();
@@ -61,12 +93,12 @@ async function latencies(target: Target, path: string, count: number): Promise<n
   return times.sort((a, b) => a - b);
 }
 
-/** `count` requests with CONCURRENCY in flight: requests per second. */
-async function throughput(target: Target, path: string, count: number): Promise<number> {
+/** `count` requests with `concurrency` in flight: requests per second. */
+async function throughput(target: Target, path: string, count: number, concurrency = CONCURRENCY): Promise<number> {
   let next = 0;
   const start = process.hrtime.bigint();
   await Promise.all(
-    Array.from({ length: CONCURRENCY }, async () => {
+    Array.from({ length: concurrency }, async () => {
       while (next++ < count) await call(target, path);
     }),
   );
@@ -188,8 +220,398 @@ async function breakerRow(): Promise<BenchRow> {
   return { case: 'opossum fire overhead (ns per call)', nsPerOp: round(fired - bare, 1) };
 }
 
-/** Direct, kubectl proxy and ctrlmesh proxy on one kube-apiserver of the default version. */
-async function proxyRows(progress: (message: string) => void): Promise<BenchRow[]> {
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** Resolves `promise`'s value, or `undefined` after `ms`, clearing its timer either way. */
+async function within<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([promise, new Promise<undefined>((r) => (timer = setTimeout(() => r(undefined), ms)))]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** The median over rounds of `f`, a figure of one round (taken within the round, e.g. a ratio to kubectl proxy's). */
+function overRounds<R>(runs: readonly R[], f: (run: R, r: number) => number): number {
+  return median(runs.map(f));
+}
+
+/** A namespace name whose bucket is `bucket`: the proxy serves only the namespaces of its route table's buckets. */
+function namespaceInBucket(prefix: string, bucket: number): string {
+  for (let k = 0; k < 100_000; k++) {
+    const name = `${prefix}-${k}`;
+    if (bucketOf(name, { algorithm: 'kusionstack', bucketCount: 32 }) === bucket) return name;
+  }
+  throw new Error(`no namespace name ${prefix}-<n> falls in bucket ${bucket}`);
+}
+
+/** The collection's current resourceVersion (a list of one item), for a watch that starts from now. */
+async function resourceVersionOf(admin: Target, namespace: string): Promise<string> {
+  const res = await admin.pool.request({ method: 'GET', path: `/api/v1/namespaces/${namespace}/configmaps?limit=1` });
+  const body = (await res.body.json()) as { metadata: { resourceVersion: string } };
+  return body.metadata.resourceVersion;
+}
+
+/** What every section gets: the API server, the targets and the progress line. */
+interface Bed {
+  server: ApiServerHandle;
+  direct: Target;
+  /** direct, kubectl proxy, forwarder, ctrlmesh proxy (and the baseline build): kubectl proxy is at index 1. */
+  targets: Target[];
+  bucket: number;
+  labels: Record<string, string>;
+  progress: (message: string) => void;
+}
+
+/** Creates `count` ConfigMaps of ~0.5 KiB in `namespace` (and the namespace), LARGE_CREATORS at a time. */
+async function createMany(bed: Bed, namespace: string, count: number): Promise<void> {
+  const { direct, labels, progress } = bed;
+  const post = async (path: string, object: unknown): Promise<void> => {
+    const res = await direct.pool.request({ method: 'POST', path, headers: { 'content-type': 'application/json' }, body: JSON.stringify(object) });
+    await res.body.dump();
+    if (res.statusCode !== 201 && res.statusCode !== 409) throw new Error(`POST ${path}: HTTP ${res.statusCode}`);
+  };
+  await post('/api/v1/namespaces', { metadata: { name: namespace, labels } });
+  let next = 0;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: LARGE_CREATORS }, async () => {
+      while (next < count) {
+        const i = next++;
+        if (i > 0 && i % 1000 === 0) progress(`LIST ${LARGE_OBJECTS}: ${i}/${count} ConfigMaps created`);
+        await post(`/api/v1/namespaces/${namespace}/configmaps`, {
+          metadata: { name: `cm-${i}`, labels: { ...labels, app: 'bench', tier: `t${i % 7}` } },
+          data: { i: String(i), note: `bench object ${i} `.padEnd(120, '.'), owner: `team-${i % 13}` },
+        });
+      }
+    }),
+  );
+  progress(`LIST ${LARGE_OBJECTS}: ${count} ConfigMaps created in ${round((performance.now() - started) / 1000, 1)} s`);
+}
+
+/** GET and LIST 100 through every target: latency, throughput and the serving process's CPU per request. */
+async function getListRows(bed: Bed): Promise<BenchRow[]> {
+  const { targets, progress } = bed;
+  const paths = { GET: `/api/v1/namespaces/${NAMESPACE}/configmaps/cm-1`, LIST: `/api/v1/namespaces/${NAMESPACE}/configmaps?labelSelector=app%3Dbench` };
+  const rows: BenchRow[] = [];
+  const loads: number[] = [loadavg()[0]!];
+  const WARMUP = 30;
+  for (const [verb, path] of Object.entries(paths)) {
+    // Per target: one { p50, p99, rps } per round. Targets take turns within a round (order rotated each
+    // round), so a burst of other work on the machine lands on all of them rather than on one.
+    const perRound = targets.map(() => [] as { p50: number; p99: number; rps: number; cpuUsPerRequest: number }[]);
+    for (let r = 0; r < ROUNDS; r++) {
+      progress(`${verb} round ${r + 1}/${ROUNDS}: each target ${LATENCY_REQUESTS} sequential, then ${THROUGHPUT_REQUESTS} with ${CONCURRENCY} in flight`);
+      for (let k = 0; k < targets.length; k++) {
+        const t = (r + k) % targets.length;
+        const cpuBefore = await processCpuUs(targets[t]!.pid);
+        const times = await latencies(targets[t]!, path, LATENCY_REQUESTS, WARMUP);
+        const rps = await throughput(targets[t]!, path, THROUGHPUT_REQUESTS);
+        // The warm-up requests are served too: they count.
+        const cpuUsPerRequest = ((await processCpuUs(targets[t]!.pid)) - cpuBefore) / (WARMUP + LATENCY_REQUESTS + THROUGHPUT_REQUESTS);
+        perRound[t]!.push({ p50: percentile(times, 0.5), p99: percentile(times, 0.99), rps, cpuUsPerRequest });
+      }
+      loads.push(loadavg()[0]!);
+    }
+    const [base, kubectlRuns] = [perRound[0]!, perRound[1]!];
+    // Added latency and ratios are taken within each round (same conditions), then the median over rounds.
+    targets.forEach((target, t) => {
+      const runs = perRound[t]!;
+      rows.push({
+        case: `${verb} ${target.name}`,
+        p50Ms: round(overRounds(runs, (m) => m.p50), 3),
+        p99Ms: round(overRounds(runs, (m) => m.p99), 3),
+        addedP50Ms: round(overRounds(runs, (m, r) => m.p50 - base[r]!.p50), 3),
+        addedP99Ms: round(overRounds(runs, (m, r) => m.p99 - base[r]!.p99), 3),
+        reqPerSec: Math.round(overRounds(runs, (m) => m.rps)),
+        vsDirect: round(overRounds(runs, (m, r) => m.rps / base[r]!.rps), 2),
+        vsKubectlProxy: round(overRounds(runs, (m, r) => m.rps / kubectlRuns[r]!.rps), 2),
+        vsKubectlProxyMin: round(Math.min(...runs.map((m, r) => m.rps / kubectlRuns[r]!.rps)), 2),
+        // CPU of the serving process per request (proxies only), next to the wall-clock figures.
+        ...(target.pid === undefined
+          ? {}
+          : {
+              cpuUsPerRequest: round(overRounds(runs, (m) => m.cpuUsPerRequest), 1),
+              cpuVsKubectlProxy: round(overRounds(runs, (m, r) => m.cpuUsPerRequest / kubectlRuns[r]!.cpuUsPerRequest), 2),
+            }),
+      });
+    });
+  }
+  loads.push(loadavg()[0]!);
+  rows.push(loadRow('GET and LIST 100: machine load', loads));
+  return rows;
+}
+
+/** LIST of LARGE_OBJECTS ConfigMaps through every target: wall ms, lists/s, CPU of the serving process and the API server. */
+async function largeListRows(bed: Bed): Promise<BenchRow[]> {
+  const { server, targets, bucket, progress } = bed;
+  const namespace = namespaceInBucket('bench-large', bucket);
+  progress(`LIST ${LARGE_OBJECTS}: creating namespace ${namespace} and ${LARGE_OBJECTS} ConfigMaps (${LARGE_CREATORS} at a time)`);
+  await createMany(bed, namespace, LARGE_OBJECTS);
+  const path = `/api/v1/namespaces/${namespace}/configmaps?labelSelector=app%3Dbench`;
+  // Every target must list all of them (ctrlmesh adds its shard's selector; every object carries the bucket's label).
+  const checks = new Map<Target, { items: number; bytes: number }>();
+  for (const target of targets) {
+    const res = await target.pool.request({ method: 'GET', path });
+    const text = await res.body.text();
+    checks.set(target, { items: res.statusCode === 200 ? ((JSON.parse(text) as { items: unknown[] }).items.length) : -res.statusCode, bytes: text.length });
+  }
+  const apiPid = server.pid();
+  const loads: number[] = [loadavg()[0]!];
+  type Run = { p50: number; max: number; rps: number; cpuUs: number; apiCpuUs: number };
+  const perRound = targets.map(() => [] as Run[]);
+  const perTarget = LARGE_WARMUP + LARGE_SEQUENTIAL + LARGE_THROUGHPUT;
+  for (let r = 0; r < LARGE_ROUNDS; r++) {
+    progress(`LIST ${LARGE_OBJECTS} round ${r + 1}/${LARGE_ROUNDS}: each target ${LARGE_SEQUENTIAL} sequential, then ${LARGE_THROUGHPUT} with ${LARGE_CONCURRENCY} in flight`);
+    for (let k = 0; k < targets.length; k++) {
+      const t = (r + k) % targets.length;
+      const target = targets[t]!;
+      const [cpu0, api0] = [await processCpuUs(target.pid), await processCpuUs(apiPid)];
+      const times = await latencies(target, path, LARGE_SEQUENTIAL, LARGE_WARMUP);
+      const rps = await throughput(target, path, LARGE_THROUGHPUT, LARGE_CONCURRENCY);
+      const [cpu1, api1] = [await processCpuUs(target.pid), await processCpuUs(apiPid)];
+      perRound[t]!.push({ p50: percentile(times, 0.5), max: times.at(-1)!, rps, cpuUs: (cpu1 - cpu0) / perTarget, apiCpuUs: (api1 - api0) / perTarget });
+    }
+    loads.push(loadavg()[0]!);
+  }
+  const [base, kubectlRuns] = [perRound[0]!, perRound[1]!];
+  const rows: BenchRow[] = targets.map((target, t) => {
+    const runs = perRound[t]!;
+    const check = checks.get(target)!;
+    return {
+      case: `LIST ${LARGE_OBJECTS} ${target.name}`,
+      items: check.items,
+      KiBPerList: round(check.bytes / 1024, 0),
+      p50Ms: round(overRounds(runs, (m) => m.p50), 1),
+      maxMs: round(overRounds(runs, (m) => m.max), 1),
+      addedP50Ms: round(overRounds(runs, (m, r) => m.p50 - base[r]!.p50), 1),
+      listsPerSec: round(overRounds(runs, (m) => m.rps), 1),
+      vsDirect: round(overRounds(runs, (m, r) => m.rps / base[r]!.rps), 2),
+      vsKubectlProxy: round(overRounds(runs, (m, r) => m.rps / kubectlRuns[r]!.rps), 2),
+      ...(target.pid === undefined
+        ? {}
+        : {
+            cpuUsPerRequest: Math.round(overRounds(runs, (m) => m.cpuUs)),
+            cpuVsKubectlProxy: round(overRounds(runs, (m, r) => m.cpuUs / kubectlRuns[r]!.cpuUs), 2),
+          }),
+      // The API server's CPU per list of this target: kubectl proxy asks for gzip (Go's transport does), the others do not.
+      apiServerCpuUsPerRequest: Math.round(overRounds(runs, (m) => m.apiCpuUs)),
+    };
+  });
+  loads.push(loadavg()[0]!);
+  rows.push(loadRow(`LIST ${LARGE_OBJECTS}: machine load`, loads));
+  return rows;
+}
+
+/** A counter for the watched updates' values: every patch changes its object, so every one is an event. */
+let watchSeq = 0;
+
+/**
+ * One watch through `target` (from the current resourceVersion, so no initial events) while WATCH_WRITERS writers
+ * send `updates` patches straight to the API server: events delivered, events/s, and the serving process's CPU
+ * from the first patch until the last event arrived (its idle work included), per event.
+ */
+async function watchEvents(target: Target, admin: Target, updates: number): Promise<{ events: number; perSecond: number; cpuUsPerEvent: number }> {
+  const rv = await resourceVersionOf(admin, NAMESPACE);
+  const controller = new AbortController();
+  const res = await target.pool.request({
+    method: 'GET',
+    path: `/api/v1/namespaces/${NAMESPACE}/configmaps?watch=true&resourceVersion=${rv}`,
+    signal: controller.signal,
+    headersTimeout: 20_000,
+  });
+  if (res.statusCode !== 200) throw new Error(`${target.name}: watch answered HTTP ${res.statusCode}`);
+  let events = 0;
+  let allIn: () => void = () => undefined;
+  const done = new Promise<void>((resolve) => (allIn = resolve));
+  res.body.on('error', () => undefined);
+  res.body.on('data', (chunk: Buffer) => {
+    for (let at = chunk.indexOf(0x0a); at !== -1; at = chunk.indexOf(0x0a, at + 1)) events++;
+    if (events >= updates) allIn();
+  });
+  const cpu0 = await processCpuUs(target.pid);
+  const start = process.hrtime.bigint();
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: WATCH_WRITERS }, async () => {
+      while (next < updates) {
+        const i = next++;
+        const r = await admin.pool.request({
+          method: 'PATCH',
+          path: `/api/v1/namespaces/${NAMESPACE}/configmaps/cm-${i % OBJECTS}`,
+          headers: { 'content-type': 'application/merge-patch+json' },
+          body: JSON.stringify({ data: { w: String(++watchSeq) } }),
+        });
+        await r.body.dump();
+      }
+    }),
+  );
+  await within(done, 20_000);
+  const seconds = Number(process.hrtime.bigint() - start) / 1e9;
+  const cpu1 = await processCpuUs(target.pid);
+  controller.abort();
+  return { events, perSecond: events / seconds, cpuUsPerEvent: (cpu1 - cpu0) / Math.max(events, 1) };
+}
+
+/** Watch events through every target, one target at a time, WATCH_EVENT_ROUNDS rounds in rotated order. */
+async function watchEventRows(bed: Bed): Promise<BenchRow[]> {
+  const { direct, targets, progress } = bed;
+  const loads: number[] = [loadavg()[0]!];
+  const perRound = targets.map(() => [] as { events: number; perSecond: number; cpuUsPerEvent: number }[]);
+  for (let r = 0; r < WATCH_EVENT_ROUNDS; r++) {
+    progress(`watch events round ${r + 1}/${WATCH_EVENT_ROUNDS}: one watch per target, ${WATCH_EVENT_UPDATES} updates each`);
+    for (let k = 0; k < targets.length; k++) {
+      const t = (r + k) % targets.length;
+      perRound[t]!.push(await watchEvents(targets[t]!, direct, WATCH_EVENT_UPDATES));
+    }
+    loads.push(loadavg()[0]!);
+  }
+  const kubectlRuns = perRound[1]!;
+  const rows: BenchRow[] = targets.map((target, t) => {
+    const runs = perRound[t]!;
+    return {
+      case: `watch events ${target.name}`,
+      updates: WATCH_EVENT_UPDATES,
+      eventsMin: Math.min(...runs.map((m) => m.events)),
+      eventsPerSec: Math.round(overRounds(runs, (m) => m.perSecond)),
+      ...(target.pid === undefined
+        ? {}
+        : {
+            cpuUsPerEvent: round(overRounds(runs, (m) => m.cpuUsPerEvent), 1),
+            cpuPerEventVsKubectlProxy: round(overRounds(runs, (m, r) => m.cpuUsPerEvent / kubectlRuns[r]!.cpuUsPerEvent), 2),
+          }),
+    };
+  });
+  loads.push(loadavg()[0]!);
+  rows.push(loadRow('watch events: machine load', loads));
+  return rows;
+}
+
+interface ManyWatches {
+  /** Wall ms until the last watch had its response head (or failed). */
+  openMs: number;
+  headP50Ms: number;
+  failed: number;
+  /** The first failure, for the report. */
+  failure: string;
+  close(): Promise<void>;
+}
+
+/** Opens MANY_WATCHES watches at once through `url`, each on a connection of its own (as informers in many pods). */
+async function openManyWatches(url: string, rv: string): Promise<ManyWatches> {
+  const pool = new Pool(url, { connections: null, bodyTimeout: 0, headersTimeout: MANY_WATCH_TIMEOUT_MS, connect: { timeout: MANY_WATCH_TIMEOUT_MS } });
+  const path = `/api/v1/namespaces/${NAMESPACE}/configmaps?watch=true&allowWatchBookmarks=true&resourceVersion=${rv}`;
+  const heads: number[] = [];
+  let failed = 0;
+  let failure = '';
+  const start = performance.now();
+  await Promise.all(
+    Array.from({ length: MANY_WATCHES }, async () => {
+      try {
+        const res = await pool.request({ method: 'GET', path });
+        heads.push(performance.now() - start);
+        if (res.statusCode === 200) {
+          res.body.on('error', () => undefined);
+          res.body.resume();
+          return;
+        }
+        failed++;
+        failure ||= `HTTP ${res.statusCode}: ${(await res.body.text()).slice(0, 200)}`;
+      } catch (err) {
+        failed++;
+        failure ||= `${(err as { code?: string }).code ?? ''} ${(err as Error).message}`;
+      }
+    }),
+  );
+  const openMs = performance.now() - start;
+  heads.sort((a, b) => a - b);
+  return { openMs, headP50Ms: percentile(heads, 0.5) ?? Number.NaN, failed, failure, close: () => pool.destroy() };
+}
+
+/**
+ * MANY_WATCHES watches opened at once through each proxy: the time until all have their response head, failures,
+ * the serving process's CPU per watch opened, and its memory per open watch (VmRSS; RSS and heap after a forced GC
+ * for the Node processes). Memory is the first round's: a process keeps the memory it grew to, so later rounds
+ * reuse it and would read near zero.
+ */
+async function manyWatchRows(bed: Bed): Promise<BenchRow[]> {
+  const { direct, targets, progress } = bed;
+  const proxies = targets.filter((t) => t.url !== undefined);
+  const loads: number[] = [loadavg()[0]!];
+  type Run = { openMs: number; headP50Ms: number; failed: number; failure: string; cpuUsPerWatch: number; overflows: number };
+  const perRound = proxies.map(() => [] as Run[]);
+  const memory = new Map<Target, { vmRss: number; gcRss?: number; heap?: number }>();
+  for (let r = 0; r < MANY_WATCH_ROUNDS; r++) {
+    for (let k = 0; k < proxies.length; k++) {
+      const t = (r + k) % proxies.length;
+      const target = proxies[t]!;
+      progress(`${MANY_WATCHES} watches at once, round ${r + 1}/${MANY_WATCH_ROUNDS}: ${target.name}`);
+      const rv = await resourceVersionOf(direct, NAMESPACE);
+      const gc0 = target.child ? await proxyMemory(target.child) : undefined;
+      const rss0 = await vmRssBytes(target.pid);
+      const [cpu0, overflow0] = [await processCpuUs(target.pid), await listenOverflows()];
+      const opened = await openManyWatches(target.url!, rv);
+      const [cpu1, overflow1] = [await processCpuUs(target.pid), await listenOverflows()];
+      perRound[t]!.push({
+        openMs: opened.openMs,
+        headP50Ms: opened.headP50Ms,
+        failed: opened.failed,
+        failure: opened.failure,
+        cpuUsPerWatch: (cpu1 - cpu0) / MANY_WATCHES,
+        overflows: overflow1 - overflow0,
+      });
+      if (opened.failed > 0) progress(`${target.name}: ${opened.failed} of ${MANY_WATCHES} watches failed, first: ${opened.failure}`);
+      if (r === 0) {
+        await sleep(2000);
+        const rss1 = await vmRssBytes(target.pid);
+        const gc1 = target.child ? await proxyMemory(target.child) : undefined;
+        const open = MANY_WATCHES - opened.failed;
+        memory.set(target, {
+          vmRss: (rss1 - rss0) / open,
+          ...(gc0 && gc1 ? { gcRss: (gc1.rss - gc0.rss) / open, heap: (gc1.heap - gc0.heap) / open } : {}),
+        });
+      }
+      await opened.close();
+      // The proxy and the API server let the closed watches go before the next target opens its own.
+      await sleep(3000);
+      loads.push(loadavg()[0]!);
+    }
+  }
+  const kubectlAt = proxies.findIndex((p) => p === targets[1]);
+  const forwarder = proxies.find((p) => p.name === 'Node forwarder');
+  const kubectlRuns = perRound[kubectlAt]!;
+  const kib = (bytes: number | undefined): number | undefined => (bytes === undefined ? undefined : round(bytes / 1024, 1));
+  const rows: BenchRow[] = proxies.map((target, t) => {
+    const runs = perRound[t]!;
+    const mem = memory.get(target)!;
+    const fwd = forwarder ? memory.get(forwarder) : undefined;
+    const row: BenchRow = {
+      case: `${MANY_WATCHES} watches opened at once, ${target.name}`,
+      openAllMs: Math.round(overRounds(runs, (m) => m.openMs)),
+      openAllMsMax: Math.round(Math.max(...runs.map((m) => m.openMs))),
+      headP50Ms: Math.round(overRounds(runs, (m) => m.headP50Ms)),
+      openVsKubectlProxy: round(overRounds(runs, (m, r) => m.openMs / kubectlRuns[r]!.openMs), 2),
+      failed: runs.reduce((sum, m) => sum + m.failed, 0),
+      listenOverflows: runs.reduce((sum, m) => sum + m.overflows, 0),
+      cpuUsPerWatchOpened: Math.round(overRounds(runs, (m) => m.cpuUsPerWatch)),
+      vmRssKiBPerWatch: kib(mem.vmRss)!,
+    };
+    if (mem.gcRss !== undefined) row.gcRssKiBPerWatch = kib(mem.gcRss)!;
+    if (mem.heap !== undefined) row.heapKiBPerWatch = kib(mem.heap)!;
+    if (fwd && target !== forwarder) {
+      row.vmRssVsForwarder = round(mem.vmRss / fwd.vmRss, 2);
+      if (mem.gcRss !== undefined && fwd.gcRss !== undefined) row.gcRssVsForwarder = round(mem.gcRss / fwd.gcRss, 2);
+    }
+    return row;
+  });
+  loads.push(loadavg()[0]!);
+  rows.push(loadRow(`${MANY_WATCHES} watches: machine load`, loads));
+  return rows;
+}
+
+/** Direct, kubectl proxy, the logic-free Node forwarder and ctrlmesh proxy on one kube-apiserver of the default version. */
+async function proxyRows(progress: (message: string) => void, sections: ReadonlySet<Section>): Promise<BenchRow[]> {
   const dir = await mkdtemp(join(tmpdir(), 'ctrlmesh-bench-proxy-'));
   const children: ChildProcess[] = [];
   const pools: Pool[] = [];
@@ -223,6 +645,18 @@ async function proxyRows(progress: (message: string) => void): Promise<BenchRow[
     children.push(kubectlProxy);
     await waitForLine(kubectlProxy, /Starting to serve on/);
 
+    progress('starting the logic-free Node forwarder');
+    const files = { ca: join(dir, 'fwd-ca.crt'), cert: join(dir, 'fwd-client.crt'), key: join(dir, 'fwd-client.key') };
+    await Promise.all([writeFile(files.ca, server.caPem), writeFile(files.cert, server.clientCertPem), writeFile(files.key, server.clientKeyPem, { mode: 0o600 })]);
+    const forwarderPort = await freePort();
+    const forwarder = spawn(
+      process.execPath,
+      ['--expose-gc', '--import', pathToFileURL(GC_PROBE).href, FORWARDER, server.server, files.ca, files.cert, files.key, String(forwarderPort)],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    );
+    children.push(forwarder);
+    await waitForLine(forwarder, /forwarder listening on/);
+
     progress('starting ctrlmesh proxy (built CLI)');
     await writeFile(join(dir, 'table.json'), JSON.stringify(routeTable(server, bucket)));
     const startCtrlmesh = async (cli: string, name: string): Promise<{ child: ChildProcess; apiUrl: string }> => {
@@ -247,72 +681,56 @@ async function proxyRows(progress: (message: string) => void): Promise<BenchRow[
     const baselineCli = process.env.BENCH_PROXY_BASELINE;
     const baseline = baselineCli ? await startCtrlmesh(baselineCli, 'baseline') : undefined;
 
+    const proxyTarget = (name: string, url: string, child: ChildProcess, gc: boolean): Target => ({
+      name,
+      pool: new Pool(url, { connections: CONCURRENCY }),
+      pid: child.pid,
+      url,
+      ...(gc ? { child } : {}),
+    });
+    const kubectlUrl = `http://127.0.0.1:${kubectlPort}`;
+    const forwarderUrl = `http://127.0.0.1:${forwarderPort}`;
     const targets: Target[] = [
       direct,
-      { name: 'kubectl proxy', pool: new Pool(`http://127.0.0.1:${kubectlPort}`, { connections: CONCURRENCY }), pid: kubectlProxy.pid },
-      { name: 'ctrlmesh proxy', pool: new Pool(apiUrl, { connections: CONCURRENCY }), pid: ctrlmesh.pid },
-      ...(baseline ? [{ name: 'ctrlmesh proxy (baseline build)', pool: new Pool(baseline.apiUrl, { connections: CONCURRENCY }), pid: baseline.child.pid }] : []),
+      proxyTarget('kubectl proxy', kubectlUrl, kubectlProxy, false),
+      proxyTarget('Node forwarder', forwarderUrl, forwarder, true),
+      proxyTarget('ctrlmesh proxy', apiUrl, ctrlmesh, true),
+      ...(baseline ? [proxyTarget('ctrlmesh proxy (baseline build)', baseline.apiUrl, baseline.child, true)] : []),
     ];
     pools.push(...targets.slice(1).map((t) => t.pool));
-    const paths = { GET: `/api/v1/namespaces/${NAMESPACE}/configmaps/cm-1`, LIST: `/api/v1/namespaces/${NAMESPACE}/configmaps?labelSelector=app%3Dbench` };
+    const bed: Bed = { server, direct, targets, bucket, labels, progress };
     const rows: BenchRow[] = [];
-    const loads: number[] = [loadavg()[0]!];
-    for (const [verb, path] of Object.entries(paths)) {
-      // Per target: one { p50, p99, rps } per round. Targets take turns within a round (order rotated each
-      // round), so a burst of other work on the machine lands on all three rather than on one.
-      const perRound = targets.map(() => [] as { p50: number; p99: number; rps: number; cpuUsPerRequest: number }[]);
-      for (let r = 0; r < ROUNDS; r++) {
-        progress(`${verb} round ${r + 1}/${ROUNDS}: each target ${LATENCY_REQUESTS} sequential, then ${THROUGHPUT_REQUESTS} with ${CONCURRENCY} in flight`);
-        for (let k = 0; k < targets.length; k++) {
-          const t = (r + k) % targets.length;
-          const cpuBefore = await processCpuMs(targets[t]!.pid);
-          const times = await latencies(targets[t]!, path, LATENCY_REQUESTS);
-          const rps = await throughput(targets[t]!, path, THROUGHPUT_REQUESTS);
-          const cpuUsPerRequest = ((await processCpuMs(targets[t]!.pid)) - cpuBefore) * 1000 / (LATENCY_REQUESTS + THROUGHPUT_REQUESTS);
-          perRound[t]!.push({ p50: percentile(times, 0.5), p99: percentile(times, 0.99), rps, cpuUsPerRequest });
-        }
-        loads.push(loadavg()[0]!);
-      }
-      const [base, kubectlRuns] = [perRound[0]!, perRound[1]!];
-      // Added latency and ratios are taken within each round (same conditions), then the median over rounds.
-      const over = (runs: typeof base, f: (run: (typeof base)[number], r: number) => number): number => median(runs.map(f));
-      targets.forEach((target, t) => {
-        const runs = perRound[t]!;
-        rows.push({
-          case: `${verb} ${target.name}`,
-          p50Ms: round(over(runs, (m) => m.p50), 3),
-          p99Ms: round(over(runs, (m) => m.p99), 3),
-          addedP50Ms: round(over(runs, (m, r) => m.p50 - base[r]!.p50), 3),
-          addedP99Ms: round(over(runs, (m, r) => m.p99 - base[r]!.p99), 3),
-          reqPerSec: Math.round(over(runs, (m) => m.rps)),
-          vsDirect: round(over(runs, (m, r) => m.rps / base[r]!.rps), 2),
-          vsKubectlProxy: round(over(runs, (m, r) => m.rps / kubectlRuns[r]!.rps), 2),
-          vsKubectlProxyMin: round(Math.min(...runs.map((m, r) => m.rps / kubectlRuns[r]!.rps)), 2),
-          // CPU of the serving process per request (proxies only), next to the wall-clock figures.
-          cpuUsPerRequest: round(over(runs, (m) => m.cpuUsPerRequest), 1),
-        });
+
+    if (sections.has('get-list')) rows.push(...(await getListRows(bed)));
+    if (sections.has('decision')) rows.push(...decisionRows(server, bucket), await breakerRow());
+
+    if (sections.has('watch')) {
+      const loads: number[] = [loadavg()[0]!];
+      progress(`watch events per second: ${WATCH_UPDATES} updates watched through ctrlmesh proxy`);
+      const watched = await watchRate(apiUrl, direct);
+      rows.push({ case: 'watch through ctrlmesh proxy', events: watched.events, eventsPerSec: watched.perSecond });
+
+      progress(`memory per open watch: ${WATCHES} watches through ctrlmesh proxy`);
+      const before = await proxyMemory(ctrlmesh);
+      const close = await openWatches(apiUrl, WATCHES);
+      await sleep(2000);
+      const during = await proxyMemory(ctrlmesh);
+      close();
+      rows.push({
+        case: `open watches (${WATCHES}), after forced GC`,
+        rssKiBPerWatch: round((during.rss - before.rss) / WATCHES / 1024, 1),
+        heapKiBPerWatch: round((during.heap - before.heap) / WATCHES / 1024, 1),
       });
+      loads.push(loadavg()[0]!);
+      rows.push(loadRow('watch (ctrlmesh only): machine load', loads));
+      // The watches just closed are let go before the next section.
+      await sleep(2000);
     }
 
-    rows.push(...decisionRows(server, bucket), await breakerRow());
-
-    progress(`watch events per second: ${WATCH_UPDATES} updates watched through ctrlmesh proxy`);
-    const watched = await watchRate(apiUrl, direct);
-    rows.push({ case: 'watch through ctrlmesh proxy', events: watched.events, eventsPerSec: watched.perSecond });
-
-    progress(`memory per open watch: ${WATCHES} watches through ctrlmesh proxy`);
-    const before = await proxyMemory(ctrlmesh);
-    const close = await openWatches(apiUrl, WATCHES);
-    await new Promise((r) => setTimeout(r, 2000));
-    const during = await proxyMemory(ctrlmesh);
-    close();
-    rows.push({
-      case: `open watches (${WATCHES}), after forced GC`,
-      rssKiBPerWatch: round((during.rss - before.rss) / WATCHES / 1024, 1),
-      heapKiBPerWatch: round((during.heap - before.heap) / WATCHES / 1024, 1),
-    });
-    loads.push(loadavg()[0]!);
-    rows.push(loadRow('machine load', loads));
+    if (sections.has('watch-events')) rows.push(...(await watchEventRows(bed)));
+    if (sections.has('watch-open')) rows.push(...(await manyWatchRows(bed)));
+    // Last: its 5,000 objects would be in every other section's API server otherwise.
+    if (sections.has('list-5000')) rows.push(...(await largeListRows(bed)));
     return rows;
   } finally {
     await stopBenchBed({ dir, pools, children, etcd, server });
@@ -322,20 +740,26 @@ async function proxyRows(progress: (message: string) => void): Promise<BenchRow[
 const benchmark: Benchmark = {
   name: 'proxy',
   description:
-    `GET and LIST (${OBJECTS} ConfigMaps) on one kube-apiserver: direct, via kubectl proxy, via ctrlmesh proxy (breaker, ` +
-    `selector injection, metrics on); ${ROUNDS} interleaved rounds, medians over rounds; latency from ${LATENCY_REQUESTS} sequential calls ` +
-    `(wall ms), throughput with ${CONCURRENCY} in flight; watch events/s through the proxy; proxy memory per open ` +
-    `watch (${WATCHES} watches, forced GC). Then shard selection on a kube-apiserver v1.37 (ShardedListAndWatch on), ` +
+    `GET and LIST (${OBJECTS} ConfigMaps) on one kube-apiserver: direct, via kubectl proxy, via a logic-free Node forwarder ` +
+    `(node:http + one undici Pool), via ctrlmesh proxy (breaker, selector injection, metrics on); ${ROUNDS} interleaved rounds, ` +
+    `medians over rounds; latency from ${LATENCY_REQUESTS} sequential calls (wall ms), throughput with ${CONCURRENCY} in flight, ` +
+    `CPU µs of the serving process per request; watch events/s and CPU per event through each proxy (${WATCH_EVENT_ROUNDS} rounds of ` +
+    `${WATCH_EVENT_UPDATES} updates); ${MANY_WATCHES} watches opened at once through each proxy (time to all response heads, ` +
+    `failures, memory per open watch); LIST of ${LARGE_OBJECTS} ConfigMaps through each target (${LARGE_ROUNDS} rounds). ` +
+    `Then shard selection on a kube-apiserver v1.37 (ShardedListAndWatch on), ` +
     `one shard of 8/32 fnv buckets: cluster-wide LIST and WATCH of ConfigMaps through proxies selecting by labelSelector, ` +
     `by shardSelector and by filtering everything themselves, vs direct; proxyRead* is /proc/<pid>/io rchar (every read ` +
     `syscall, socket reads included) per list or per update the API server sent. Ratios within one run matter, not absolute ` +
     `figures (shared machine; see the load rows)`,
   run: async ({ progress }) => {
-    // BENCH_PROXY_ONLY=shard-selection: the shard-selection rows alone (they need no other row).
+    // BENCH_PROXY_ONLY=<section>[,<section>...]: those sections alone (the bed is started for them whatever they are).
     const only = process.env.BENCH_PROXY_ONLY;
-    if (only !== undefined && only !== 'shard-selection') throw new Error(`BENCH_PROXY_ONLY=${only}: the only section that runs alone is shard-selection`);
-    const rows = only === 'shard-selection' ? [] : await proxyRows(progress);
-    rows.push(...(await shardSelectionRows(progress)));
+    const wanted = only === undefined || only === '' ? [...SECTIONS] : only.split(',').map((s) => s.trim());
+    const unknown = wanted.filter((s) => !(SECTIONS as readonly string[]).includes(s));
+    if (unknown.length > 0) throw new Error(`BENCH_PROXY_ONLY: no section ${unknown.join(', ')}; there are ${SECTIONS.join(', ')}`);
+    const sections = new Set(wanted as Section[]);
+    const rows = [...sections].some((s) => s !== 'shard-selection') ? await proxyRows(progress, sections) : [];
+    if (sections.has('shard-selection')) rows.push(...(await shardSelectionRows(progress)));
     return rows;
   },
 };

@@ -1,0 +1,79 @@
+/**
+ * The logic-free Node forwarder bench/proxy.ts measures beside kubectl proxy and ctrlmesh proxy: node:http in front,
+ * one undici Pool to the API server behind (the same pool settings and client certificate as ctrlmesh's upstream),
+ * request and response bodies streamed, no judgement (no parsing, routing, selector, breaker or metrics). Only the
+ * hop-by-hop headers are dropped, which HTTP requires. What it costs is the floor a Node proxy can reach.
+ *
+ *   node dist/bench/probes/forwarder.js <https://api-server> <ca file> <client cert file> <client key file> <port>
+ *
+ * Prints `forwarder listening on <port>` once it accepts connections. Started with
+ * `--expose-gc --import gc-memory.js` it answers SIGUSR2 with its memory after a forced GC, like the ctrlmesh proxy.
+ */
+import { readFileSync } from 'node:fs';
+import { createServer, type IncomingHttpHeaders } from 'node:http';
+import { Pool } from 'undici';
+
+const [upstream, caFile, certFile, keyFile, port] = process.argv.slice(2);
+if (!upstream || !caFile || !certFile || !keyFile || !port) {
+  process.stderr.write('usage: forwarder <https://api-server> <ca file> <client cert file> <client key file> <port>\n');
+  process.exit(2);
+}
+
+const pool = new Pool(upstream, {
+  // As ctrlmesh's ClusterUpstream: every watch holds a connection of its own, watches stream without a body
+  // timeout, idle connections stay 60 s.
+  connections: null,
+  bodyTimeout: 0,
+  keepAliveTimeout: 60_000,
+  keepAliveMaxTimeout: 600_000,
+  connect: { ca: readFileSync(caFile, 'utf8'), cert: readFileSync(certFile, 'utf8'), key: readFileSync(keyFile, 'utf8'), rejectUnauthorized: true },
+});
+
+/** How long a response of unknown length may keep its head back waiting for body bytes. */
+const FLUSH_MS = 20;
+
+/** Hop-by-hop headers (RFC 9110 7.6.1) and the ones undici sets itself: never forwarded. */
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'host', 'expect']);
+
+function endToEnd(headers: IncomingHttpHeaders): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  for (const [name, value] of Object.entries(headers)) if (value !== undefined && !HOP_BY_HOP.has(name)) out[name] = value;
+  return out;
+}
+
+const server = createServer((req, res) => {
+  const controller = new AbortController();
+  // The client went away (a watch closed): the upstream request goes too.
+  res.once('close', () => {
+    if (!res.writableFinished) controller.abort();
+  });
+  const hasBody = req.method !== 'GET' && req.method !== 'HEAD' && req.method !== 'DELETE';
+  pool
+    .stream(
+      { method: req.method as 'GET', path: req.url ?? '/', headers: endToEnd(req.headers), body: hasBody ? req : null, signal: controller.signal },
+      ({ statusCode, headers }) => {
+        res.writeHead(statusCode, endToEnd(headers as IncomingHttpHeaders));
+        // Node sends the head with the first body bytes. A response of unknown length may stay quiet (a watch): its
+        // head goes after FLUSH_MS without body, as Go's reverse proxy flushes it (kubectl proxy: 200 ms).
+        if (headers['content-length'] === undefined) {
+          setTimeout(() => {
+            // `headersSent` is true from writeHead on; whether the head reached the socket is `_headerSent`.
+            if (!(res as unknown as { _headerSent: boolean })._headerSent && !res.destroyed) res.flushHeaders();
+          }, FLUSH_MS).unref();
+        }
+        return res;
+      },
+    )
+    .catch(() => {
+      if (!res.headersSent) res.writeHead(502);
+      res.end();
+    });
+});
+server.keepAliveTimeout = 60_000;
+// Node's default accept backlog (511), as the ctrlmesh proxy (fastify) listens with.
+server.listen(Number(port), '127.0.0.1', () => process.stdout.write(`forwarder listening on ${port}\n`));
+process.on('SIGTERM', () => {
+  server.close();
+  server.closeAllConnections();
+  void pool.destroy().finally(() => process.exit(0));
+});
