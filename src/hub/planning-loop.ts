@@ -23,7 +23,10 @@ export interface PlanningLoopOptions extends Pick<HubOptions, 'debounceMs' | 'pr
 }
 
 export interface PlanningLoop {
-  /** Plans soon, if leader; changes that arrive together are planned once. */
+  /**
+   * Plans, if leader: at once after a quiet period, else once more `debounceMs` after the pass under way or just
+   * ended, for all the changes that came meanwhile.
+   */
   schedule(): void;
   /** Leadership gained: lease expiry is counted from now on, and a pass is due. */
   becameLeader(): void;
@@ -36,7 +39,8 @@ export interface PlanningLoop {
 /**
  * The leader's passes, one at a time: the desired plan from the fleet's reports (desired.ts), then the route
  * tables and handovers moved toward it (reconciler.ts). A pass runs after changes, and again at the deadline of
- * the next handover that waits for a lease to expire.
+ * the next handover that waits for a lease to expire. The first change after a quiet period is planned at once;
+ * the changes that follow within the debounce are folded into one more pass (runtime's `DebouncedRunner`).
  */
 export function createPlanningLoop(options: PlanningLoopOptions): PlanningLoop {
   const { fleet, buckets, signer, metrics, logger, now, isLeader } = options;

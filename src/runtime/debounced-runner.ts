@@ -1,26 +1,42 @@
 export interface DebouncedRunnerOptions {
-  /** Quiet time after the last `schedule()` before the task runs. */
+  /** How long after a run ends changes are folded into one more run, rather than starting one at once. */
   delayMs: number;
   /** The work; its failures are the task's to log, a rejection is swallowed so the runner keeps going. */
   task: () => Promise<void>;
 }
 
 /**
- * Coalesces bursts of changes into one run of `task`, and never runs it twice at once: a `schedule()` that comes
- * while it runs earns exactly one more run (after the delay) once it has finished.
+ * Runs `task` at once on the first change after a quiet period, then coalesces: `schedule()` calls that come while
+ * it runs, or within `delayMs` after it ended, earn exactly one more run, `delayMs` after it ended. That run opens
+ * the same window again; a window without a `schedule()` makes the runner quiet. Never runs the task twice at once.
+ *
+ * "At once" is the next turn of the event loop, so the `schedule()` calls of one synchronous burst make one run.
  */
 export class DebouncedRunner {
+  /** The next turn's run while armed, the end of the coalescing window while cooling. */
   private timer: NodeJS.Timeout | undefined;
+  private state: 'quiet' | 'armed' | 'running' | 'cooling' = 'quiet';
   private running: Promise<void> | undefined;
-  private again = false;
+  /** A change came while running or cooling: one more run at the end of the window. */
+  private pending = false;
   private stopped = false;
 
   constructor(private readonly options: DebouncedRunnerOptions) {}
 
   schedule(): void {
     if (this.stopped) return;
-    clearTimeout(this.timer);
-    this.timer = setTimeout(() => void this.run(), this.options.delayMs);
+    switch (this.state) {
+      case 'quiet':
+        this.state = 'armed';
+        this.timer = setTimeout(() => void this.run(), 0);
+        return;
+      case 'armed':
+        return;
+      case 'running':
+      case 'cooling':
+        this.pending = true;
+        return;
+    }
   }
 
   /** Cancels what is scheduled and waits for the run in progress, if any. */
@@ -31,16 +47,18 @@ export class DebouncedRunner {
   }
 
   private async run(): Promise<void> {
-    if (this.running) {
-      this.again = true;
-      return;
-    }
+    this.state = 'running';
+    this.pending = false;
     this.running = this.options.task().catch(() => undefined);
     await this.running;
     this.running = undefined;
-    if (this.again) {
-      this.again = false;
-      this.schedule();
-    }
+    if (this.stopped) return;
+    this.state = 'cooling';
+    this.timer = setTimeout(() => this.cooled(), this.options.delayMs);
+  }
+
+  private cooled(): void {
+    if (this.pending) void this.run();
+    else this.state = 'quiet';
   }
 }

@@ -24,25 +24,66 @@ const byWeightAsc = (w: ArrayLike<number>) => (a: number, b: number) => (w[a] as
 
 const INDEX_BITS = 2 ** 21;
 
+/** Below this many units a native sort beats counting (its table is as long as the heaviest weight). */
+const COUNTING_MIN_UNITS = 256;
+
 /**
- * Sorts units by weight, heaviest first, ties by unit number. Whole weights (object counts) are packed with the
- * unit number into one float and sorted natively, several times faster than a comparator on a first plan.
+ * Sorts the first `length` units by weight, heaviest first, ties by unit number. Whole weights (object counts) no
+ * larger than a few times the number of units (a first plan's) are counted into place, in linear time; other whole
+ * weights are packed with the unit number into one float and sorted natively; only fractional ones need a comparator.
  */
-function sortHeaviestFirst(units: number[], weights: ArrayLike<number>): void {
-  const packable = units.length < INDEX_BITS && units.every((u) => {
+function sortHeaviestFirst(units: Int32Array, length: number, weights: ArrayLike<number>): void {
+  let packable = length < INDEX_BITS;
+  let ascending = true;
+  let heaviest = 0;
+  for (let i = 0; packable && i < length; i++) {
+    const u = units[i] as number;
     const w = weights[u] as number;
-    return Number.isInteger(w) && w >= 0 && w < 2 ** 31 && u < INDEX_BITS;
-  });
+    packable = Number.isInteger(w) && w >= 0 && w < 2 ** 31 && u < INDEX_BITS;
+    if (w > heaviest) heaviest = w;
+    if (i > 0 && u <= (units[i - 1] as number)) ascending = false;
+  }
   if (!packable) {
-    units.sort((a, b) => (weights[b] as number) - (weights[a] as number) || a - b);
+    units.subarray(0, length).sort((a, b) => (weights[b] as number) - (weights[a] as number) || a - b);
     return;
   }
-  const keys = new Float64Array(units.length);
-  units.forEach((u, i) => (keys[i] = (weights[u] as number) * INDEX_BITS + (INDEX_BITS - 1 - u)));
+  if (length >= COUNTING_MIN_UNITS && heaviest <= 4 * length) {
+    countHeaviestFirst(units, length, weights, heaviest, ascending);
+    return;
+  }
+  const keys = new Float64Array(length);
+  for (let i = 0; i < length; i++) {
+    const u = units[i] as number;
+    keys[i] = (weights[u] as number) * INDEX_BITS + (INDEX_BITS - 1 - u);
+  }
   keys.sort();
-  for (let i = 0; i < units.length; i++) {
-    const key = keys[units.length - 1 - i] as number;
+  for (let i = 0; i < length; i++) {
+    const key = keys[length - 1 - i] as number;
     units[i] = INDEX_BITS - 1 - (key % INDEX_BITS);
+  }
+}
+
+/** Counting sort by whole weight, heaviest first; units of one weight keep ascending order (sorted first if need be). */
+function countHeaviestFirst(units: Int32Array, length: number, weights: ArrayLike<number>, heaviest: number, ascending: boolean): void {
+  const order = units.slice(0, length);
+  if (!ascending) order.sort();
+  // First index of each weight's run: the number of units heavier than it.
+  const next = new Int32Array(heaviest + 1);
+  for (let i = 0; i < length; i++) {
+    const w = weights[order[i] as number] as number;
+    next[w] = (next[w] as number) + 1;
+  }
+  for (let w = heaviest, at = 0; w >= 0; w--) {
+    const c = next[w] as number;
+    next[w] = at;
+    at += c;
+  }
+  for (let i = 0; i < length; i++) {
+    const u = order[i] as number;
+    const w = weights[u] as number;
+    const at = next[w] as number;
+    units[at] = u;
+    next[w] = at + 1;
   }
 }
 
@@ -69,7 +110,9 @@ export function balance(problem: BalanceProblem): Int32Array {
   const cap = balanceBound(total, n, heaviest);
   const load = new Float64Array(n);
   const count = new Int32Array(n);
-  const pool: number[] = [];
+  // Orphaned and shed units: each unit enters at most once, so the pool never outgrows the units.
+  const pool = new Int32Array(unitCount);
+  let pooled = 0;
   for (let u = 0; u < unitCount; u++) {
     const p = previous[u] as number;
     if (p >= 0 && p < n) {
@@ -77,7 +120,7 @@ export function balance(problem: BalanceProblem): Int32Array {
       load[p] = (load[p] as number) + (weights[u] as number);
       count[p] = (count[p] as number) + 1;
     } else {
-      pool.push(u);
+      pool[pooled++] = u;
     }
   }
 
@@ -109,7 +152,10 @@ export function balance(problem: BalanceProblem): Int32Array {
     let list = lists[s];
     if (!list) {
       grouped ??= group();
-      list = [...grouped.units.subarray(grouped.offsets[s], grouped.offsets[s + 1]), ...(grouped.extra[s] as number[])];
+      // A loop, not spread: spreading a typed array goes through its iterator.
+      list = [];
+      for (let i = grouped.offsets[s] as number, end = grouped.offsets[s + 1] as number; i < end; i++) list.push(grouped.units[i] as number);
+      for (const u of grouped.extra[s] as number[]) list.push(u);
       lists[s] = list;
       unsorted[s] = 1;
     }
@@ -161,14 +207,14 @@ export function balance(problem: BalanceProblem): Int32Array {
     const list = sortUnits(s);
     while ((load[s] as number) > cap) {
       const i = firstAtLeast(list, (load[s] as number) - cap);
-      pool.push(take(s, i < list.length ? i : list.length - 1));
+      pool[pooled++] = take(s, i < list.length ? i : list.length - 1);
     }
   }
 
-  sortHeaviestFirst(pool, weights);
+  sortHeaviestFirst(pool, pooled, weights);
   const heap = new ShardHeap(load, count);
-  for (const u of pool) {
-    give(heap.top(), u);
+  for (let i = 0; i < pooled; i++) {
+    give(heap.top(), pool[i] as number);
     heap.updatedTop();
   }
 

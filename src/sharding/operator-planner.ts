@@ -1,7 +1,7 @@
 import { InvalidConfigError } from '../errors.js';
 import { balance } from './balance.js';
 import { sortedUnique, type PlanningFleet } from './fleet.js';
-import type { Assignment, Move, OperatorInput, OperatorStats, PlanResult, ShardInput } from './plan-format.js';
+import type { Assignment, ClusterInput, Move, OperatorInput, OperatorStats, PlanResult, ShardInput } from './plan-format.js';
 import { compileSelector, matches } from './selector.js';
 
 type Unassigned = PlanResult['unassigned'][number];
@@ -132,11 +132,12 @@ export class OperatorPlanner {
 
   private unitsOf(clusters: readonly number[]): Int32Array {
     const B = this.fleet.bucketCount;
-    const units: number[] = [];
+    const units = new Int32Array(clusters.length * B);
+    let n = 0;
     for (const ci of clusters) {
-      for (let u = ci * B; u < (ci + 1) * B; u++) if (!this.fixed[u]) units.push(u);
+      for (let u = ci * B; u < (ci + 1) * B; u++) if (!this.fixed[u]) units[n++] = u;
     }
-    return Int32Array.from(units);
+    return n === units.length ? units : units.slice(0, n);
   }
 
   /** Re-balances one partition from its current owners; `joined` shards take work from the heaviest. */
@@ -162,19 +163,22 @@ export class OperatorPlanner {
     }
     const toLocal = new Int32Array(this.shards.length).fill(-1);
     eligible.forEach((si, k) => (toLocal[si] = k));
+    const { owner } = this;
+    const fleetWeights = this.fleet.weights;
     const weights = new Float64Array(units.length);
     const previous = new Int32Array(units.length);
-    units.forEach((u, k) => {
-      weights[k] = this.fleet.weights[u] as number;
-      const o = this.owner[u] as number;
+    for (let k = 0; k < units.length; k++) {
+      const u = units[k] as number;
+      weights[k] = fleetWeights[u] as number;
+      const o = owner[u] as number;
       previous[k] = o >= 0 ? (toLocal[o] as number) : -1;
-    });
+    }
     const joinedLocal = joined.map((si) => toLocal[si] as number).filter((k) => k >= 0);
     const local = balance({ weights, shardCount: eligible.length, previous, joined: joinedLocal });
-    units.forEach((u, k) => {
+    for (let k = 0; k < units.length; k++) {
       const l = local[k] as number;
-      this.owner[u] = l >= 0 ? (eligible[l] as number) : -1;
-    });
+      owner[units[k] as number] = l >= 0 ? (eligible[l] as number) : -1;
+    }
   }
 
   private ownerName(u: number): string | null {
@@ -186,21 +190,25 @@ export class OperatorPlanner {
   private changed(partitions: number[], change: () => void): Move[] {
     const unique = [...new Set(partitions)].filter((p) => p >= 0).sort((a, b) => a - b);
     const names = this.shards.map((s) => s.name);
+    const { owner } = this;
     const before = unique.map((p) => {
       const units = this.partitionUnitList[p] as Int32Array;
-      return { units, owners: units.map((u) => this.owner[u] as number) };
+      const owners = new Int32Array(units.length);
+      for (let k = 0; k < units.length; k++) owners[k] = owner[units[k] as number] as number;
+      return { units, owners };
     });
     change();
     const moves: Move[] = [];
     for (const { units, owners } of before) {
-      units.forEach((u, k) => {
+      for (let k = 0; k < units.length; k++) {
+        const u = units[k] as number;
         const o = owners[k] as number;
         const from = o >= 0 ? (names[o] as string) : null;
         const to = this.ownerName(u);
         if (from !== to) {
           moves.push({ operator: this.name, cluster: this.fleet.clusterOf(u), bucket: u % this.fleet.bucketCount, from, to, weight: this.fleet.weights[u] as number });
         }
-      });
+      }
     }
     return moves;
   }
@@ -257,34 +265,46 @@ export class OperatorPlanner {
     return this.shards;
   }
 
-  /** Who owns what now, moves since the baseline, units nobody can own, and loads. */
-  snapshot(): { shards: ShardUnits; moves: Move[]; unassigned: Unassigned[]; stats: OperatorStats } {
-    const { fleet } = this;
+  /**
+   * Who owns what now, moves since the baseline, units nobody can own, and loads. The moves are listed when
+   * `moves()` is called (a first plan moves every unit, and the hub reads only the assignment): until then they are
+   * kept as unit numbers and shard indices, taken now, so what `moves()` returns never depends on later changes.
+   */
+  snapshot(): { shards: ShardUnits; moves: () => Move[]; unassigned: Unassigned[]; stats: OperatorStats } {
+    const { fleet, owner, inScope } = this;
     const B = fleet.bucketCount;
+    const S = this.shards.length;
+    const names = this.shards.map((s) => s.name);
+    const baselineOwner = this.baseline.owner;
+    const baselineNames = this.baseline.names;
     const shards: ShardUnits = {};
     const loads: Record<string, number> = {};
-    for (const shard of this.shards) {
-      shards[shard.name] = {};
-      loads[shard.name] = 0;
+    const records: Record<string, number[]>[] = [];
+    for (const name of names) {
+      const clusters: Record<string, number[]> = {};
+      shards[name] = clusters;
+      records.push(clusters);
+      loads[name] = 0;
     }
-    const records = this.shards.map((s) => shards[s.name] as Record<string, number[]>);
-    const current: (number[] | undefined)[] = this.shards.map(() => undefined);
-    const currentCluster = new Int32Array(this.shards.length).fill(-1);
-    const loadOf = new Float64Array(this.shards.length);
-    const moves: Move[] = [];
+    const current: number[][] = [];
+    const currentCluster = new Int32Array(S).fill(-1);
+    const loadOf = new Float64Array(S);
+    let moved: { units: Int32Array; from: Int32Array; to: Int32Array; weights: Float64Array } | undefined;
+    let moveCount = 0;
     let totalWeight = 0;
     let heaviestUnit = 0;
     let movedWeight = 0;
     let units = 0;
     for (let ci = 0; ci < fleet.clusters.length; ci++) {
-      const cluster = fleet.clusters[ci]?.name as string;
+      const cluster = (fleet.clusters[ci] as ClusterInput).name;
       for (let b = 0; b < B; b++) {
         const u = ci * B + b;
-        const p = this.baseline.owner[u] as number;
-        if (!this.inScope[u] && p < 0) continue;
-        const o = this.owner[u] as number;
+        const p = baselineOwner[u] as number;
+        const scoped = inScope[u] === 1;
+        if (!scoped && p < 0) continue;
+        const o = owner[u] as number;
         const w = fleet.weights[u] as number;
-        if (this.inScope[u]) {
+        if (scoped) {
           units++;
           totalWeight += w;
           if (w > heaviestUnit) heaviestUnit = w;
@@ -292,22 +312,50 @@ export class OperatorPlanner {
         if (o >= 0) {
           if (currentCluster[o] !== ci) {
             currentCluster[o] = ci;
-            current[o] = [];
-            (records[o] as Record<string, number[]>)[cluster] = current[o];
+            const buckets = [b];
+            current[o] = buckets;
+            (records[o] as Record<string, number[]>)[cluster] = buckets;
+          } else {
+            (current[o] as number[]).push(b);
           }
-          (current[o] as number[]).push(b);
           loadOf[o] = (loadOf[o] as number) + w;
         }
-        const from = p >= 0 ? (this.baseline.names[p] as string) : null;
-        const to = o >= 0 ? (this.shards[o]?.name as string) : null;
+        const from = p >= 0 ? (baselineNames[p] as string) : null;
+        const to = o >= 0 ? (names[o] as string) : null;
         if (from !== to) {
-          moves.push({ operator: this.name, cluster, bucket: b, from, to, weight: w });
+          const n = fleet.unitCount;
+          moved ??= { units: new Int32Array(n), from: new Int32Array(n), to: new Int32Array(n), weights: new Float64Array(n) };
+          moved.units[moveCount] = u;
+          moved.from[moveCount] = p;
+          moved.to[moveCount] = o;
+          moved.weights[moveCount] = w;
+          moveCount++;
           movedWeight += w;
         }
       }
     }
     this.shards.forEach((s, i) => (loads[s.name] = loadOf[i] as number));
-    moves.push(...this.baseline.gone);
+    const gone = this.baseline.gone;
+    const operator = this.name;
+    const clusterNames = fleet.clusters.map((c) => c.name);
+    const moves = (): Move[] => {
+      const list: Move[] = [];
+      for (let k = 0; k < moveCount && moved; k++) {
+        const u = moved.units[k] as number;
+        const p = moved.from[k] as number;
+        const o = moved.to[k] as number;
+        list.push({
+          operator,
+          cluster: clusterNames[Math.floor(u / B)] as string,
+          bucket: u % B,
+          from: p >= 0 ? (baselineNames[p] as string) : null,
+          to: o >= 0 ? (names[o] as string) : null,
+          weight: moved.weights[k] as number,
+        });
+      }
+      for (const m of gone) list.push(m);
+      return list;
+    };
     return {
       shards,
       moves,
@@ -316,3 +364,4 @@ export class OperatorPlanner {
     };
   }
 }
+

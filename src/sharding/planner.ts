@@ -66,17 +66,42 @@ export class Planner {
     }
   }
 
-  /** The current assignment, with the moves from the previous assignment given at construction. */
+  /**
+   * The current assignment, with the moves from the previous assignment given at construction. `moves` is listed
+   * when first read (then kept): a first plan moves every unit, and the hub reads only the assignment.
+   */
   result(): PlanResult {
     const result: PlanResult = { assignment: { operators: {} }, moves: [], unassigned: [], stats: {} };
+    const lists: (() => Move[])[] = [];
     for (const op of this.operators) {
       const snap = op.snapshot();
       result.assignment.operators[op.name] = snap.shards;
-      result.moves.push(...snap.moves);
-      result.unassigned.push(...snap.unassigned);
+      lists.push(snap.moves);
+      for (const u of snap.unassigned) result.unassigned.push(u);
       result.stats[op.name] = snap.stats;
     }
-    result.moves.push(...this.vanished);
+    const vanished = [...this.vanished];
+    const listMoves = (): Move[] => {
+      const moves: Move[] = [];
+      // A loop, not push(...): a first plan has a move per unit, too many for spread arguments.
+      for (const list of lists) for (const m of list()) moves.push(m);
+      for (const m of vanished) moves.push(m);
+      return moves;
+    };
+    // Redefined in place, so `moves` keeps its place among the keys; reading or setting it makes it a plain value.
+    const settle = (moves: Move[]): void => {
+      Object.defineProperty(result, 'moves', { value: moves, writable: true, enumerable: true, configurable: true });
+    };
+    Object.defineProperty(result, 'moves', {
+      enumerable: true,
+      configurable: true,
+      get: () => {
+        const moves = listMoves();
+        settle(moves);
+        return moves;
+      },
+      set: settle,
+    });
     return result;
   }
 }

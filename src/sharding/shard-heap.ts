@@ -3,14 +3,15 @@
  * broken by fewer units then by name order, so the planner is deterministic and spreads weightless units evenly.
  */
 export class ShardHeap {
-  private readonly heap: number[];
+  private readonly heap: Int32Array;
 
   /** Every shard 0 .. load.length-1, ordered by the given loads and unit counts (which the caller updates). */
   constructor(
     private readonly load: Float64Array,
     private readonly count: Int32Array,
   ) {
-    this.heap = Array.from({ length: load.length }, (_, i) => i);
+    this.heap = new Int32Array(load.length);
+    for (let i = 0; i < this.heap.length; i++) this.heap[i] = i;
     for (let i = (this.heap.length >> 1) - 1; i >= 0; i--) this.down(i);
   }
 
@@ -46,7 +47,9 @@ export class ShardHeap {
       if (l < h.length && this.less(h[l] as number, h[m] as number)) m = l;
       if (r < h.length && this.less(h[r] as number, h[m] as number)) m = r;
       if (m === i) return;
-      [h[i], h[m]] = [h[m] as number, h[i] as number];
+      const top = h[i] as number;
+      h[i] = h[m] as number;
+      h[m] = top;
       i = m;
     }
   }
