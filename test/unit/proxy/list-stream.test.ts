@@ -4,6 +4,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { UnjudgedListError } from '../../../src/errors.js';
 import { filterListBody, filterListBytes, judgeList } from '../../../src/proxy/request/list-filter.js';
+import { drain } from './drain.js';
 
 const SELECTOR = "shardRange(object.metadata.namespace, '0x0000000000000000', '0x8000000000000000')";
 
@@ -13,13 +14,6 @@ function list(items: number, echo: boolean): string {
   return JSON.stringify({ kind: 'ConfigMapList', apiVersion: 'v1', metadata, items: objects });
 }
 
-async function drain(body: Readable | Buffer | string): Promise<string> {
-  if (typeof body === 'string') return body;
-  if (Buffer.isBuffer(body)) return body.toString('utf8');
-  const chunks: Buffer[] = [];
-  for await (const c of body) chunks.push(Buffer.from(c as Buffer));
-  return Buffer.concat(chunks).toString('utf8');
-}
 
 describe('judgeList streams a confirmed list on as the upstream stream itself', () => {
   it('byte for byte, whatever the pieces and however late they come', async () => {

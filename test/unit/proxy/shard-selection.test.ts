@@ -7,6 +7,7 @@ import { echoedSelector, filterListBody, judgeList } from '../../../src/proxy/re
 import { bucketOf, createHashSettings, matches, namespaceHash, parseSelector } from '../../../src/sharding/index.js';
 import type { ClusterRoute } from '../../../src/transport/index.js';
 import { clusterFixture, routeTableFixture } from './route-table-fixture.js';
+import { drain } from './drain.js';
 
 const BUCKETS = 32;
 const settings = createHashSettings({ algorithm: 'fnv-range', bucketCount: BUCKETS, labels: { hash: 'h', namespace: 'n', control: 'c' } });
@@ -107,13 +108,6 @@ const list = (selector: string | undefined, items: { namespace: string }[]): str
     items: items.map((m) => ({ metadata: { name: 'cm', ...m } })),
   });
 
-async function drain(body: Readable | Buffer | string): Promise<string> {
-  if (typeof body === 'string') return body;
-  if (Buffer.isBuffer(body)) return body.toString('utf8');
-  const chunks: Buffer[] = [];
-  for await (const c of body) chunks.push(Buffer.from(c as Buffer));
-  return Buffer.concat(chunks).toString('utf8');
-}
 
 /** The answer in pieces of `size` bytes, as a socket may deliver it. */
 const inPieces = (text: string, size: number): Readable => Readable.from([...Array(Math.ceil(text.length / size)).keys()].map((i) => Buffer.from(text.slice(i * size, (i + 1) * size))));
