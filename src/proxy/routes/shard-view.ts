@@ -78,6 +78,17 @@ function resourceSet(groups: readonly { apiGroups: string[]; resources: string[]
   return { groups: new Set(groups.flatMap((r) => r.apiGroups)), resources: new Set(groups.flatMap((r) => r.resources)) };
 }
 
+/** What one table compiles once per resource (selection, event judge, carried units): looked up, or made and kept. */
+function perResource<T>(memo: Map<string, T>, group: string, resource: string, make: () => T): T {
+  const key = `${group}/${resource}`;
+  let value = memo.get(key);
+  if (value === undefined) {
+    value = make();
+    memo.set(key, value);
+  }
+  return value;
+}
+
 function names(set: ResourceSet, group: string, resource: string): boolean {
   return (set.groups.has('*') || set.groups.has(group)) && (set.resources.has('*') || set.resources.has(resource));
 }
@@ -140,48 +151,34 @@ export class ClusterShardView {
   }
 
   selectionFor(group: string, resource: string): ResourceSelection {
-    const key = `${group}/${resource}`;
-    let selection = this.selections.get(key);
-    if (selection === undefined) {
-      selection = this.compileSelection(group, resource);
-      this.selections.set(key, selection);
-    }
-    return selection;
+    return perResource(this.selections, group, resource, () => this.compileSelection(group, resource));
   }
 
   /** How watch events of `group/resource` are judged under this table (memoised: one object per table). */
   eventJudge(group: string, resource: string): EventJudge {
-    const key = `${group}/${resource}`;
-    let judge = this.judges.get(key);
-    if (judge === undefined) {
+    return perResource(this.judges, group, resource, () => {
       const selection = this.selectionFor(group, resource);
       const byObject = this.shardsByObject(group, resource);
       const limits = this.limitsFor(group, resource);
       const keys = new Set(limits.flatMap((limit) => limit.requirements.map((r) => r.key)));
       if (this.selection === 'labels' && !byObject) keys.add(this.settings.labels.hash);
-      judge = {
+      return {
         mustJudge: selection.shardSelector !== undefined || selection.filterLists,
         labelKeys: [...keys].sort(),
-        admits: (object) => this.judgeObject(group, resource, byObject, limits, object),
+        admits: (object: ObjectMetadata) => this.judgeObject(group, resource, byObject, limits, object),
       };
-      this.judges.set(key, judge);
-    }
-    return judge;
+    });
   }
 
   /** What a watch of `group/resource` opened under this table carries (compared across tables by the registry). */
   carries(group: string, resource: string): CarriedUnits {
-    const key = `${group}/${resource}`;
-    let carried = this.carried.get(key);
-    if (carried === undefined) {
+    return perResource(this.carried, group, resource, () => {
       const limits = this.limitsFor(group, resource).map((l) => l.requirements);
       const { algorithm, bucketCount, labels } = this.settings;
       const how = `${this.selection} ${this.shardsByObject(group, resource) ? 'uid' : 'namespace'}`;
       const rest = [algorithm, bucketCount, labels.hash, labels.namespace, labels.control, how, renderSelector(limits.length === 0 ? [] : mergeSelectors(...limits).requirements)].join('\n');
-      carried = { buckets: this.owned, rest };
-      this.carried.set(key, carried);
-    }
-    return carried;
+      return { buckets: this.owned, rest };
+    });
   }
 
   private compileSelection(group: string, resource: string): ResourceSelection {
