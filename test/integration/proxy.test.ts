@@ -1,4 +1,5 @@
 import { request } from 'node:http';
+import { gunzipSync } from 'node:zlib';
 import { ApiException, CoordinationV1Api, CoreV1Api, type V1ConfigMap } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HASH_LABEL, bucket, clusterRoute, namespaceOutside, routeTable, settles, startTestProxy, type TestProxy } from './helpers/proxy.js';
@@ -108,6 +109,34 @@ describe('the proxy in front of real API servers, with a static route table', ()
     expect(all.items.every((c) => owned.has(Number(c.metadata?.labels?.[HASH_LABEL])))).toBe(true);
     const foreign = await core.listNamespacedConfigMap({ namespace: foreignNs });
     expect(foreign.items).toEqual([]);
+  });
+
+  it('passes a large list encoded to a client that asked for gzip, and plain to one that asked for no encoding', async () => {
+    // Over the API server's 128 KiB compression threshold, in the owned namespace, next to a foreign one's.
+    const filler = 'x'.repeat(4096);
+    for (let i = 0; i < 40; i++) {
+      await admin.createNamespacedConfigMap({ namespace: ownedNs, body: { metadata: { name: `big-${i}`, labels: { [HASH_LABEL]: String(bucket(ownedNs)), app: 'big' } }, data: { filler } } });
+    }
+    await labelled('big-theirs', foreignNs, { app: 'big' });
+    const get = (headers: Record<string, string>): Promise<{ encoding: string | undefined; body: Buffer }> =>
+      new Promise((resolve, reject) => {
+        request(`${harness.proxy.apiUrl}/api/v1/configmaps?labelSelector=app%3Dbig`, { headers }, (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (c: Buffer) => chunks.push(c)).on('end', () => resolve({ encoding: res.headers['content-encoding'], body: Buffer.concat(chunks) }));
+        })
+          .on('error', reject)
+          .end();
+      });
+    const names = (json: string): string[] => (JSON.parse(json) as { items: V1ConfigMap[] }).items.map((c) => `${c.metadata?.namespace}/${c.metadata?.name}`).sort();
+    const expected = Array.from({ length: 40 }, (_, i) => `${ownedNs}/big-${i}`).sort();
+
+    const plain = await get({});
+    expect(plain.encoding).toBeUndefined();
+    expect(names(plain.body.toString('utf8'))).toEqual(expected);
+    // The client's own encoding passes through: the API server compressed it, the client decodes it.
+    const encoded = await get({ 'accept-encoding': 'gzip' });
+    expect(encoded.encoding).toBe('gzip');
+    expect(names(gunzipSync(encoded.body).toString('utf8'))).toEqual(expected);
   });
 
   it('gives an empty list, not an error, in a cluster where the shard owns nothing', async () => {

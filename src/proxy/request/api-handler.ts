@@ -229,7 +229,8 @@ export function createApiHandler(options: ApiHandlerOptions): (request: FastifyR
           body,
           contentType,
           accept,
-          identity: judged !== undefined || judgedObject !== undefined,
+          // Every answer the proxy reads must come unencoded, a sharded watch's events included.
+          identity: judged !== undefined || judgedObject !== undefined || watch,
           headers: requests,
           onResponse,
         }),
