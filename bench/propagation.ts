@@ -558,8 +558,12 @@ function sideRow(side: Side): BenchRow {
 }
 
 /** The sides of one group: started together, warmed up, measured in ROUNDS rotated rounds, stopped. */
-async function groupRows(specs: readonly SideSpec[], options: { dir: string; caPem: string; logger: Logger; progress: (m: string) => void }): Promise<BenchRow[]> {
+async function groupRows(
+  specs: readonly SideSpec[],
+  options: { dir: string; caPem: string; logger: Logger; progress: (m: string) => void; rounds?: number },
+): Promise<BenchRow[]> {
   const { logger, progress, caPem } = options;
+  const rounds = options.rounds ?? ROUNDS;
   const sides: Side[] = [];
   try {
     // One after another: each side's proxies connect (TLS, JWT) at once, which is enough of a storm.
@@ -578,8 +582,8 @@ async function groupRows(specs: readonly SideSpec[], options: { dir: string; caP
     const loads: number[] = [loadavg()[0]!];
     // Per round, each side's median: ratios between sides are taken within a round, then the median over rounds.
     const perRound: Map<Side, number>[] = [];
-    for (let r = 0; r < ROUNDS; r++) {
-      progress(`route change: round ${r + 1}/${ROUNDS} (${CHANGES_PER_ROUND} changes on each of ${sides.length} sides)`);
+    for (let r = 0; r < rounds; r++) {
+      progress(`route change: round ${r + 1}/${rounds} (${CHANGES_PER_ROUND} changes on each of ${sides.length} sides)`);
       const medians = new Map<Side, number>();
       for (let k = 0; k < sides.length; k++) {
         const side = sides[(r + k) % sides.length]!;
@@ -630,6 +634,8 @@ export async function routeChangeRows(options: {
   logger: Logger;
   progress: (m: string) => void;
   groups?: readonly (readonly SideSpec[])[];
+  /** Rounds per group (ROUNDS unless given): fewer for a quick comparison. */
+  rounds?: number;
   /** Each group's rows as soon as it is done. */
   onGroup?: (rows: BenchRow[]) => void;
 }): Promise<BenchRow[]> {
@@ -644,7 +650,8 @@ export async function routeChangeRows(options: {
 
 /**
  * Run on its own (`node dist/bench/propagation.js [proxies ...]`): the groups (those with a side of one of the given
- * proxy counts, or all), printed as a table; a throwaway CA stands in for the cluster's.
+ * proxy counts, or all), printed as a table; a throwaway CA stands in for the cluster's. BENCH_PROP_ROUNDS: fewer
+ * rounds than ROUNDS, for a quick before/after.
  */
 if (isMainThread && process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
   const { createCertificateAuthority } = await import('../src/tls/index.js');
@@ -660,6 +667,7 @@ if (isMainThread && process.argv[1] !== undefined && import.meta.url === pathToF
       logger: pino({ level: 'silent' }),
       progress,
       groups,
+      ...(process.env.BENCH_PROP_ROUNDS ? { rounds: Number(process.env.BENCH_PROP_ROUNDS) } : {}),
       onGroup: (rows) => console.log(`node ${process.version}, ${new Date().toISOString()}\n${formatTable(rows)}\n`),
     });
   } finally {

@@ -11,6 +11,7 @@ import {
   Messages,
   Subjects,
   publishMessage,
+  sameReport,
   watchRouteTables,
   watchStoredAcks,
   type Ack,
@@ -158,6 +159,12 @@ class AgentLoop {
   private heartbeat: NodeJS.Timeout | undefined;
   private repeat: NodeJS.Timeout | undefined;
   private lastReport: ClusterReport | undefined;
+  /**
+   * The resourceVersions the agent's own status writes produced: the watch event of each changes nothing a sync
+   * reads (spec and labels are as they were), so it must not earn a sync, which would hold the next real change
+   * back for the debounce.
+   */
+  private readonly ownWrites = new Set<string>();
   private readonly syncer: DebouncedRunner;
   private relatedKey = '';
   private unlisten: (() => void) | undefined;
@@ -200,7 +207,11 @@ class AgentLoop {
     this.watch = new ClusterWatch({
       kc,
       logger: this.logger,
-      onChange: () => this.schedule(),
+      onChange: (updated) => {
+        const version = updated?.metadata?.resourceVersion;
+        if (version !== undefined && this.ownWrites.delete(version)) return;
+        this.schedule();
+      },
       onSyncChange: () => {
         this.metrics.apiServerSynced.set(this.watch.synced() ? 1 : 0);
         this.sendHeartbeat();
@@ -217,7 +228,10 @@ class AgentLoop {
       // The hub may have lost its KV (or been replaced): register again (idempotent) and resend everything.
       void this.registered
         .reregister(this.signal)
-        .then(() => this.schedule())
+        .then(() => {
+          this.lastReport = undefined;
+          this.schedule();
+        })
         .catch((err: unknown) => logger.error({ err }, 'registration after reconnecting failed'));
     });
     this.routesWatch = watchRouteTables({
@@ -334,7 +348,7 @@ class AgentLoop {
     const related = new Map(
       [...this.watch.related.values()].map((r) => [r.resource.group ? `${r.resource.resource}.${r.resource.group}` : r.resource.resource, r.watch.list()]),
     );
-    const report = buildReport({
+    const built = buildReport({
       cluster: this.options.cluster,
       settings: this.settings,
       shardingConfigs: this.shardingConfigs(),
@@ -346,8 +360,10 @@ class AgentLoop {
       shardSelectors: this.probe.offered,
       now: new Date(),
     });
-    this.lastReport = report;
-    this.publishReport(report);
+    // The hub stores only reports that say something new; the repeat timer resends the last one anyway.
+    if (this.lastReport && sameReport(this.lastReport, built)) return;
+    this.lastReport = built;
+    this.publishReport(built);
   }
 
   private repeatReport(): void {
@@ -374,9 +390,11 @@ class AgentLoop {
       });
       if (!statusChanged(previous, next)) continue;
       try {
-        await this.custom.patchNamespacedCustomObjectStatus(
-          { group: API_GROUP, version: 'v1alpha1', namespace, plural: 'shardingconfigs', name, body: { status: next } },
-          setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+        this.wrote(
+          await this.custom.patchNamespacedCustomObjectStatus(
+            { group: API_GROUP, version: 'v1alpha1', namespace, plural: 'shardingconfigs', name, body: { status: next } },
+            setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+          ),
         );
       } catch (err) {
         if (!isApiStatus(err, 404)) this.logger.warn({ err: (err as Error).message, operator }, 'could not write ShardingConfig status');
@@ -406,15 +424,25 @@ class AgentLoop {
         const next = ruleStatus({ kind, namespace, name, generation, validation, acks, previous, now: new Date() });
         if (!statusChanged(previous, next)) continue;
         try {
-          await this.custom.patchNamespacedCustomObjectStatus(
-            { group: API_GROUP, version: 'v1alpha1', namespace, plural, name, body: { status: next } },
-            setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+          this.wrote(
+            await this.custom.patchNamespacedCustomObjectStatus(
+              { group: API_GROUP, version: 'v1alpha1', namespace, plural, name, body: { status: next } },
+              setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+            ),
           );
         } catch (err) {
           if (!isApiStatus(err, 404)) this.logger.warn({ err: (err as Error).message, kind, rule: `${namespace}/${name}` }, 'could not write the rule status');
         }
       }
     }
+  }
+
+  /** Remembers the resourceVersion a status write produced (bounded: an echo the watch never delivers is dropped). */
+  private wrote(result: unknown): void {
+    const version = (result as KubernetesObject | undefined)?.metadata?.resourceVersion;
+    if (version === undefined) return;
+    if (this.ownWrites.size >= 1_000) this.ownWrites.clear();
+    this.ownWrites.add(version);
   }
 
   private label(scope: LabelScope): void {

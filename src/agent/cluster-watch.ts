@@ -31,7 +31,7 @@ export class ClusterWatch {
   private readonly objects: KubernetesObjectApi;
 
   constructor(
-    private readonly options: { kc: KubeConfig; logger: Logger; onChange: () => void; onSyncChange: () => void },
+    private readonly options: { kc: KubeConfig; logger: Logger; onChange: (updated?: KubernetesObject) => void; onSyncChange: () => void },
   ) {
     const { kc } = options;
     const core = kc.makeApiClient(CoreV1Api);

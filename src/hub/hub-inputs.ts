@@ -70,6 +70,8 @@ export function createHubInputs(options: HubInputsOptions): HubInputs {
         key: [Keys.reportAll, Keys.handoverAll, Keys.ackAll],
         logger,
         onEntry: (e) => {
+          // The leader planned when it stored the report: its echo would only earn a pass that changes nothing.
+          if (fleet.holdsReport(e)) return;
           const acked = fleet.applyStateEntry(e);
           if (e.key.startsWith('report.') || (acked !== undefined && fleet.handovers.get(acked)?.record.pending.length)) changed();
         },

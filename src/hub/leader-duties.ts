@@ -8,6 +8,7 @@ import {
   Subjects,
   encodeMessage,
   respondMessage,
+  sameReport,
   serveRenewals,
   subscribeMessages,
   type Ack,
@@ -83,8 +84,8 @@ export function createLeaderDuties(options: LeaderDutiesOptions): LeaderDuties {
     }
     const known = fleet.reports.get(report.cluster);
     if (known && sameReport(known, report)) return;
-    await buckets.state.put(Keys.report(report.cluster), encodeMessage(Messages.clusterReport, report));
-    fleet.recordReport(report);
+    const revision = await buckets.state.put(Keys.report(report.cluster), encodeMessage(Messages.clusterReport, report));
+    fleet.recordReport(report, revision);
     changed();
   };
 
@@ -135,9 +136,4 @@ export function createLeaderDuties(options: LeaderDutiesOptions): LeaderDuties {
         .catch((err: unknown) => logger.warn({ err, operator: ack.operator, shard: ack.shard }, 'could not store an acknowledgement'));
     },
   };
-}
-
-/** Whether two reports say the same thing (send time aside): an unchanged report is not stored again. */
-function sameReport(a: ClusterReport, b: ClusterReport): boolean {
-  return JSON.stringify({ ...a, sentAt: '' }) === JSON.stringify({ ...b, sentAt: '' });
 }

@@ -51,6 +51,9 @@ export function createPlanningLoop(options: PlanningLoopOptions): PlanningLoop {
   const schedule = (): void => {
     if (isLeader()) runner.schedule();
   };
+  const due = (): void => {
+    if (isLeader()) runner.runDue();
+  };
 
   const pass = async (): Promise<void> => {
     if (!isLeader() || !options.loaded()) return;
@@ -84,7 +87,8 @@ export function createPlanningLoop(options: PlanningLoopOptions): PlanningLoop {
         logger.info({ tables: result.published.map((t) => `${t.operator}/${t.shard}@${t.version}`) }, 'published route tables');
       }
       clearTimeout(deadline);
-      if (result.nextDeadline !== undefined) deadline = setTimeout(schedule, Math.max(0, result.nextDeadline - now()) + 10);
+      // A deadline is no change: its pass must not hold the next change back for the debounce.
+      if (result.nextDeadline !== undefined) deadline = setTimeout(due, Math.max(0, result.nextDeadline - now()) + 10);
     } catch (err) {
       logger.error({ err }, 'planning failed; retrying on the next change');
     } finally {

@@ -8,7 +8,8 @@ import {
   MESSAGE_SCHEMA_VERSION,
   Messages,
   encodeMessage,
-  publishRouteTable,
+  publishSealedRouteTable,
+  RouteTableKind,
   type RouteSigner,
   type ClusterIdentity,
   type HandoverRecord,
@@ -73,17 +74,19 @@ export async function reconcile(ctx: ReconcileContext, plan: FleetPlan, now: num
   for (const operator of ctx.fleet.routes.keys()) {
     if (!planned.has(operator) && !frozen.has(operator)) planned.set(operator, withdrawnPlan(ctx, operator));
   }
-  for (const operatorPlan of planned.values()) {
-    if (frozen.has(operatorPlan.operator)) continue;
-    try {
-      const result = await reconcileOperator(ctx, operatorPlan, now);
-      published.push(...result.published);
-      if (result.nextDeadline !== undefined) deadlines.push(result.nextDeadline);
-    } catch (err) {
-      ctx.logger.warn({ err, operator: operatorPlan.operator }, 'could not publish route tables; retrying on the next change');
+  // Operators share no key and no record: their writes go out together, so a change costs one round trip per
+  // step rather than one per table.
+  const operators = [...planned.values()].filter((p) => !frozen.has(p.operator));
+  const results = await Promise.allSettled(operators.map((p) => reconcileOperator(ctx, p, now)));
+  results.forEach((result, i) => {
+    if (result.status === 'fulfilled') {
+      published.push(...result.value.published);
+      if (result.value.nextDeadline !== undefined) deadlines.push(result.value.nextDeadline);
+    } else {
+      ctx.logger.warn({ err: result.reason, operator: operators[i]?.operator }, 'could not publish route tables; retrying on the next change');
       deadlines.push(now + 1_000);
     }
-  }
+  });
   let pending = 0;
   for (const { record } of ctx.fleet.handovers.values()) pending += record.pending.length;
   ctx.metrics.pendingHandovers.set(pending);
@@ -131,8 +134,7 @@ async function reconcileOperator(ctx: ReconcileContext, plan: OperatorPlan, now:
   const identities = new Map<string, ClusterIdentity>([...fleet.clusters].map(([name, r]) => [name, r.cluster]));
   const shardPlans = new Map(plan.shards.map((s) => [s.name, s]));
   const shards = new Set([...Object.keys(step.state.effective), ...shardPlans.keys(), ...routes.keys()]);
-  const published: RouteTable[] = [];
-  // Order does not matter within one step: a unit revoked in this step is granted in a later one.
+  const changed: { table: RouteTable; revision: number }[] = [];
   for (const shard of [...shards].sort()) {
     const prev = routes.get(shard);
     const table = buildRouteTable({
@@ -149,11 +151,23 @@ async function reconcileOperator(ctx: ReconcileContext, plan: OperatorPlan, now:
     });
     // Revision 0: its bucket was created again, so the table is written again even though nothing changed.
     if (prev && prev.revision > 0 && !step.changedShards.includes(shard) && sameRoutes(prev.table, table)) continue;
-    const revision = await publishRouteTable(ctx.routes, ctx.signer, table, prev?.revision ?? 0);
-    fleet.recordRoute(table, revision);
-    ctx.metrics.routeTablesPublished.inc({ operator: plan.operator });
-    published.push(table);
+    changed.push({ table, revision: prev?.revision ?? 0 });
   }
+  // Order does not matter within one step (a unit revoked in this step is granted in a later one): the tables are
+  // written at once. Every write that succeeded is recorded; if one failed, the handover record stays as it was and
+  // the pass is retried.
+  const writes = await Promise.allSettled(
+    changed.map(async ({ table, revision: at }) => {
+      const sealed = ctx.signer.seal(RouteTableKind, table);
+      const revision = await publishSealedRouteTable(ctx.routes, table, sealed, at);
+      fleet.recordRoute(table, revision, sealed);
+      ctx.metrics.routeTablesPublished.inc({ operator: plan.operator });
+      return table;
+    }),
+  );
+  const failed = writes.find((w): w is PromiseRejectedResult => w.status === 'rejected');
+  if (failed) throw failed.reason as Error;
+  const published = writes.flatMap((w) => (w.status === 'fulfilled' ? [w.value] : []));
 
   // A revocation counts from when its table is recorded, not from when it was decided: until then renewals are
   // judged against the shard's previous version and may still be extended, and a grant by expiry must wait for

@@ -20,8 +20,8 @@ export interface WatchCollectionOptions<T extends KubernetesObject> {
   /** Shown in logs. */
   name: string;
   logger: Logger;
-  /** Called after every add, update or delete, and after each (re)list. */
-  onChange: () => void;
+  /** Called after every add, update or delete, and after each (re)list; an update passes the object as it now is. */
+  onChange: (updated?: T) => void;
   /** Called when the informer loses or regains its API server. */
   onSyncChange?: (synced: boolean) => void;
   retryMs?: number;
@@ -65,7 +65,8 @@ export function watchCollection<T extends KubernetesObject>(options: WatchCollec
     clearTimeout(retry);
     retry = setTimeout(start, options.retryMs ?? 1_000);
   };
-  informer.on('change', () => options.onChange());
+  informer.on('add', () => options.onChange());
+  informer.on('update', (obj) => options.onChange(obj));
   informer.on('delete', () => options.onChange());
   informer.on('connect', () => setSynced(true));
   informer.on('error', failed);

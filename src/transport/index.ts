@@ -11,6 +11,7 @@ export { Buckets, Keys, Subjects, decodeToken, encodeToken, type BucketName } fr
 export {
   MESSAGE_SCHEMA_VERSION,
   Messages,
+  sameReport,
   type Ack,
   type ClusterIdentity,
   type ClusterRecord,
@@ -43,6 +44,7 @@ export {
 export {
   acknowledge,
   publishRouteTable,
+  publishSealedRouteTable,
   receiveRouteTable,
   requestRenewal,
   serveRenewals,

@@ -237,6 +237,14 @@ export type ReportedPod = Static<typeof ReportedPodSchema>;
 export type ReportedNamespace = Static<typeof ReportedNamespaceSchema>;
 export type ObjectCount = Static<typeof ObjectCountSchema>;
 export type ClusterReport = Static<typeof ClusterReportSchema>;
+
+/**
+ * Whether two reports say the same thing (send time aside): the agent does not send an unchanged report again, and
+ * the hub does not store one.
+ */
+export function sameReport(a: ClusterReport, b: ClusterReport): boolean {
+  return JSON.stringify({ ...a, sentAt: '' }) === JSON.stringify({ ...b, sentAt: '' });
+}
 export type Ack = Static<typeof AckSchema>;
 export type RenewRequest = Static<typeof RenewRequestSchema>;
 export type RenewReply = Static<typeof RenewReplySchema>;

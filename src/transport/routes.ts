@@ -18,8 +18,12 @@ import type { RouteTable } from './route-table.js';
  * (0 = the key must not exist yet), so two hubs can never interleave versions. Returns the KV revision.
  */
 export async function publishRouteTable(routes: KV, signer: RouteSigner, table: RouteTable, expectedRevision?: number): Promise<number> {
+  return publishSealedRouteTable(routes, table, signer.seal(RouteTableKind, table), expectedRevision);
+}
+
+/** `publishRouteTable` of a table sealed already (`signer.seal(RouteTableKind, table)`): the caller keeps the bytes. */
+export async function publishSealedRouteTable(routes: KV, table: RouteTable, data: Uint8Array, expectedRevision?: number): Promise<number> {
   const key = Keys.route(table.operator, table.shard);
-  const data = signer.seal(RouteTableKind, table);
   if (expectedRevision === undefined) return routes.put(key, data);
   if (expectedRevision === 0) return routes.create(key, data);
   return routes.update(key, data, expectedRevision);

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { pino } from 'pino';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { unitKey } from '../../../src/sharding/index.js';
 import type { FleetPlan, OperatorPlan } from '../../../src/hub/plan.js';
 import { reconcile, type ReconcileContext } from '../../../src/hub/reconciler.js';
@@ -28,12 +28,32 @@ function operator(name: string, shards: Record<string, number[]>): OperatorPlan 
 }
 const fleetPlan = (operators: OperatorPlan[], frozen: string[] = []): FleetPlan => ({ operators, frozen });
 
-/** A KV that refuses every write of one operator's route tables (a NATS error mid-pass). */
+/**
+ * A KV that refuses every write of one operator's route tables, or of one key (a NATS error mid-pass); with a gate,
+ * each write waits for it, counting the writes under way.
+ */
 class FailingRoutes extends FakeKv {
   failing: string | undefined;
+  failingKey: string | undefined;
+  gate: Promise<void> | undefined;
+  inFlight = 0;
   override async create(key: string, value: Uint8Array | string): Promise<number> {
-    if (this.failing !== undefined && key.startsWith(`${encodeToken(this.failing)}.`)) throw new Error('NATS timeout');
+    await this.pass(key);
     return super.create(key, value);
+  }
+  override async update(key: string, value: Uint8Array | string, revision: number): Promise<number> {
+    await this.pass(key);
+    return super.update(key, value, revision);
+  }
+  private async pass(key: string): Promise<void> {
+    this.inFlight += 1;
+    try {
+      await this.gate;
+    } finally {
+      this.inFlight -= 1;
+    }
+    if (this.failing !== undefined && key.startsWith(`${encodeToken(this.failing)}.`)) throw new Error('NATS timeout');
+    if (key === this.failingKey) throw new Error('NATS timeout');
   }
 }
 
@@ -191,6 +211,62 @@ describe('reconcile', () => {
     routes.failing = undefined;
     const retried = await reconcile(ctx, fleetPlan([operator('ns/broken', { s1: [0] }), operator('ns/ok', { s1: [1] })]), T0 + 1_000);
     expect(retried.published.map((t) => t.operator)).toEqual(['ns/broken']);
+  });
+
+  it('writes the tables of every operator at once, and each handover record only after its tables', async () => {
+    const { ctx, routes, state } = setup();
+    let open!: () => void;
+    routes.gate = new Promise((resolve) => (open = resolve));
+    const plan = fleetPlan([operator('ns/one', { s1: [0], s2: [1], s3: [2] }), operator('ns/two', { s1: [3], s2: [4] })]);
+    const pass = reconcile(ctx, plan, T0);
+    await vi.waitFor(() => expect(routes.inFlight).toBe(5));
+    expect(state.values.size).toBe(0);
+    open();
+    const result = await pass;
+    expect(result.published.map((t) => `${t.operator} ${t.shard}`)).toEqual(['ns/one s1', 'ns/one s2', 'ns/one s3', 'ns/two s1', 'ns/two s2']);
+    expect([...state.values.keys()].sort()).toEqual([Keys.handover('ns/one'), Keys.handover('ns/two')].sort());
+  });
+
+  it("records every table written when one of an operator's writes fails, writes no handover record for it, and retries", async () => {
+    const { ctx, fleet, routes, state, table, owners } = setup();
+    routes.failingKey = Keys.route('ns/op', 's2');
+    const plan = fleetPlan([operator('ns/op', { s1: [0], s2: [1], s3: [2] }), operator('ns/ok', { s1: [3] })]);
+    const result = await reconcile(ctx, plan, T0);
+    expect(result.published.map((t) => `${t.operator} ${t.shard}`)).toEqual(['ns/ok s1']);
+    expect(result.nextDeadline).toBe(T0 + 1_000);
+    // The writes that succeeded are known, so the retry compares-and-sets over them.
+    expect([...(fleet.routes.get('ns/op')?.keys() ?? [])].sort()).toEqual(['s1', 's3']);
+    expect(table('ns/op', 's2')).toBeUndefined();
+    expect(state.values.has(Keys.handover('ns/op'))).toBe(false);
+    expect(fleet.handovers.has('ns/op')).toBe(false);
+    expect(state.values.has(Keys.handover('ns/ok'))).toBe(true);
+
+    routes.failingKey = undefined;
+    const retried = await reconcile(ctx, plan, T0 + 1_000);
+    expect(retried.published.map((t) => `${t.operator} ${t.shard}`)).toContain('ns/op s2');
+    expect(state.values.has(Keys.handover('ns/op'))).toBe(true);
+    // Rebuilt from the tables written (no record was): bucket 1 waits for the proxies as after any lost record.
+    expect(owners().get(`ns/op ${u(0)}`)).toEqual(['s1']);
+    expect(owners().get(`ns/op ${u(2)}`)).toEqual(['s3']);
+    expect(fleet.handovers.get('ns/op')?.record.pending.map((p) => p.unit)).toEqual([u(1)]);
+  });
+
+  it('keeps a revocation out of the handover record until every table of its step is written', async () => {
+    const { ctx, fleet, routes, owners } = setup();
+    await reconcile(ctx, fleetPlan([operator('ns/op', { s1: [0, 1], s2: [2], s3: [3] })]), T0);
+    const before = fleet.handovers.get('ns/op')?.record;
+    routes.failingKey = Keys.route('ns/op', 's3');
+    // s1 gives up bucket 1 (to s2) and s3 changes too; s3's write fails.
+    const plan = fleetPlan([operator('ns/op', { s1: [0], s2: [1, 2], s3: [3, 4] })]);
+    const failed = await reconcile(ctx, plan, T0 + 1_000);
+    expect(failed.nextDeadline).toBe(T0 + 2_000);
+    expect(owners().get(`ns/op ${u(1)}`)).toBeUndefined();
+    expect(fleet.handovers.get('ns/op')?.record).toEqual(before);
+
+    routes.failingKey = undefined;
+    await reconcile(ctx, plan, T0 + 2_000);
+    expect(fleet.handovers.get('ns/op')?.record.pending).toEqual([expect.objectContaining({ unit: u(1), from: 's1', to: 's2' })]);
+    expect(owners().get(`ns/op ${u(4)}`)).toEqual(['s3']);
   });
 
   it('never grants a unit to two shards at once, whatever the sequence of plans, acknowledgements and times', async () => {

@@ -117,6 +117,27 @@ describe('DebouncedRunner', () => {
     expect(task).toHaveBeenCalledTimes(2);
   });
 
+  it('serves a run due at a time like a change, but without a window of its own: the next change runs at once', async () => {
+    const task = vi.fn(async () => undefined);
+    const runner = new DebouncedRunner({ delayMs: 200, task });
+    runner.runDue();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(task).toHaveBeenCalledTimes(1);
+    await vi.advanceTimersByTimeAsync(10);
+    runner.schedule();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(task).toHaveBeenCalledTimes(2);
+    // That change opened a window: a due run in it waits for its end, and opens none itself.
+    runner.runDue();
+    await vi.advanceTimersByTimeAsync(199);
+    expect(task).toHaveBeenCalledTimes(2);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(task).toHaveBeenCalledTimes(3);
+    runner.schedule();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(task).toHaveBeenCalledTimes(4);
+  });
+
   it('stop() during a run waits for it and runs nothing after', async () => {
     const { task, finishOne } = heldTask();
     const runner = new DebouncedRunner({ delayMs: 10, task });
