@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { loadavg, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Pool } from 'undici';
 import { freePort, resolveTool, startApiServer, startEtcd, type ApiServerHandle, type EtcdHandle } from '../src/dev/index.js';
@@ -257,7 +257,7 @@ async function resourceVersionOf(admin: Target, namespace: string): Promise<stri
 interface Bed {
   server: ApiServerHandle;
   direct: Target;
-  /** direct, kubectl proxy, forwarder, ctrlmesh proxy (and the baseline build): kubectl proxy is at index 1. */
+  /** direct, kubectl proxy, forwarder, ctrlmesh proxy (and the baseline builds): kubectl proxy is at index 1. */
   targets: Target[];
   bucket: number;
   labels: Record<string, string>;
@@ -561,6 +561,8 @@ async function manyWatchRows(bed: Bed): Promise<BenchRow[]> {
         cpuUsPerWatch: (cpu1 - cpu0) / MANY_WATCHES,
         overflows: overflow1 - overflow0,
       });
+      // Each round's figures, and the load, on stderr: three rounds on a shared machine can differ several-fold.
+      progress(`${target.name}: ${Math.round(opened.openMs)} ms, ${overflow1 - overflow0} listen overflows, load ${loadavg()[0]!.toFixed(2)}`);
       if (opened.failed > 0) progress(`${target.name}: ${opened.failed} of ${MANY_WATCHES} watches failed, first: ${opened.failure}`);
       if (r === 0) {
         await sleep(2000);
@@ -677,9 +679,14 @@ async function proxyRows(progress: (message: string) => void, sections: Readonly
       return { child, apiUrl: `http://127.0.0.1:${apiPort}` };
     };
     const { child: ctrlmesh, apiUrl } = await startCtrlmesh(CLI, 'current');
-    // BENCH_PROXY_BASELINE=<another checkout's dist/src/cli/main.js>: that build runs beside this one, in the same rounds.
-    const baselineCli = process.env.BENCH_PROXY_BASELINE;
-    const baseline = baselineCli ? await startCtrlmesh(baselineCli, 'baseline') : undefined;
+    // BENCH_PROXY_BASELINE=<another checkout's dist/src/cli/main.js>[,<another>...]: those builds run beside this one,
+    // in the same rounds, named by their checkout's folder.
+    const baselineClis = (process.env.BENCH_PROXY_BASELINE ?? '').split(',').filter((cli) => cli !== '');
+    const baselines: { name: string; child: ChildProcess; apiUrl: string }[] = [];
+    for (const [i, cli] of baselineClis.entries()) {
+      const checkout = basename(resolve(dirname(cli), '../../..'));
+      baselines.push({ name: `ctrlmesh proxy (baseline build ${checkout})`, ...(await startCtrlmesh(cli, `baseline-${i}`)) });
+    }
 
     const proxyTarget = (name: string, url: string, child: ChildProcess, gc: boolean): Target => ({
       name,
@@ -695,7 +702,7 @@ async function proxyRows(progress: (message: string) => void, sections: Readonly
       proxyTarget('kubectl proxy', kubectlUrl, kubectlProxy, false),
       proxyTarget('Node forwarder', forwarderUrl, forwarder, true),
       proxyTarget('ctrlmesh proxy', apiUrl, ctrlmesh, true),
-      ...(baseline ? [proxyTarget('ctrlmesh proxy (baseline build)', baseline.apiUrl, baseline.child, true)] : []),
+      ...baselines.map((b) => proxyTarget(b.name, b.apiUrl, b.child, true)),
     ];
     pools.push(...targets.slice(1).map((t) => t.pool));
     const bed: Bed = { server, direct, targets, bucket, labels, progress };

@@ -70,7 +70,9 @@ const server = createServer((req, res) => {
     });
 });
 server.keepAliveTimeout = 60_000;
-// Node's default accept backlog (511), as the ctrlmesh proxy (fastify) listens with.
+// Node's defaults, as a logic-free forwarder has them: accept backlog 511 (the ctrlmesh proxy asks for the kernel's
+// most), a TLS context built per connection from the PEM text and undici's weak session cache (the ctrlmesh proxy
+// shares one context per cluster and keeps the last session ticket).
 server.listen(Number(port), '127.0.0.1', () => process.stdout.write(`forwarder listening on ${port}\n`));
 process.on('SIGTERM', () => {
   server.close();

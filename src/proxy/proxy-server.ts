@@ -52,6 +52,13 @@ export interface RunningProxy {
   close(): Promise<void>;
 }
 
+/**
+ * The API listener's accept queue. A route change that ends every watch makes the operator open them all again at
+ * once; past Node's default of 511 the kernel drops the connects and each client waits a second or more to retry.
+ * Linux caps it at net.core.somaxconn (4096 by default), the queue Go's servers (kubectl proxy) always ask for.
+ */
+const API_LISTEN_BACKLOG = 65_535;
+
 function urlOf(app: FastifyInstance): string {
   const address = app.server.address() as AddressInfo;
   return `http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`;
@@ -136,7 +143,7 @@ async function serve(deps: ProxyDeps, registry: Registry, currentRules: () => Ru
   registerOpsRoutes(ops, { registry, readiness: () => controller.readiness() });
 
   // Fastify writes into the options it is given: a copy each, the configuration is frozen.
-  await api.listen({ ...config.api });
+  await api.listen({ ...config.api, backlog: API_LISTEN_BACKLOG });
   await ops.listen({ ...config.ops });
   const apiUrl = urlOf(api);
   const opsUrl = urlOf(ops);
