@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { request } from 'node:http';
 import { gunzipSync } from 'node:zlib';
 import { ApiException, CoordinationV1Api, CoreV1Api, type V1ConfigMap } from '@kubernetes/client-node';
@@ -210,6 +211,32 @@ describe('the proxy in front of real API servers, with a static route table', ()
     const replaced = await coordination.replaceNamespacedLease({ name: 'demo-leader', namespace: operatorNs, body: read });
     expect(replaced.metadata?.name).toBe('demo-leader');
     expect((await direct.readNamespacedLease({ name: 'demo-leader---shard-1', namespace: operatorNs })).spec?.holderIdentity).toBe('pod-1');
+  });
+
+  it('carries many watches as streams of a few connections to the API server, which outlive the watches', async () => {
+    // Connections to the API server's port, as the kernel counts them (the proxy's, the test's and the server's own).
+    const port = new URL(a.server).port;
+    const connections = (): number => execFileSync('ss', ['-Htn', 'state', 'established', `( dport = :${port} )`], { encoding: 'utf8' }).split('\n').filter((l) => l !== '').length;
+    const openWatches = async (count: number): Promise<AbortController[]> =>
+      Promise.all(
+        Array.from({ length: count }, async () => {
+          const controller = new AbortController();
+          const watch = watchEvents(`${harness.proxy.apiUrl}/api/v1/namespaces/${ownedNs}/configmaps?watch=true&labelSelector=app%3Ddemo`, controller.signal);
+          await settles(() => expect(watch.events.map((e) => e.object.metadata?.name)).toContain('mine'));
+          return controller;
+        }),
+      );
+    const before = connections();
+    const first = await openWatches(40);
+    // Over HTTP/1.1 each watch would hold a connection of its own (40 more).
+    expect(connections() - before).toBeLessThanOrEqual(3);
+    for (const controller of first) controller.abort();
+    const during = connections();
+    // Ending the watches resets their streams and keeps the connections: the next 40 (an operator's re-watches
+    // after a route change) open none.
+    const second = await openWatches(40);
+    expect(connections() - during).toBeLessThanOrEqual(1);
+    for (const controller of second) controller.abort();
   });
 
   it('ends watches that carried a revoked bucket with 410 Expired, then serves the new table', async () => {

@@ -32,7 +32,7 @@ export class ClusterLinks {
     if (existing) this.release(existing);
     if (!credentials.has(route.name)) logger.warn({ cluster: route.name }, 'no credentials for this cluster: requests go unauthenticated');
     const link = {
-      upstream: new ClusterUpstream(route, credentials.get(route.name), upstream),
+      upstream: new ClusterUpstream(route, credentials.get(route.name), upstream, logger),
       breaker: createClusterBreaker({ cluster: route.name, settings: breaker, gauge: metrics.breakerState, logger }),
       metrics: new ClusterMetrics(metrics, route.name),
     };
@@ -58,13 +58,13 @@ export class ClusterLinks {
       link.breaker.shutdown();
       this.options.metrics.breakerState.remove({ cluster: link.upstream.name });
     }
-    await Promise.all(links.map((link) => link.upstream.pool.destroy()));
+    await Promise.all(links.map((link) => link.upstream.destroy()));
   }
 
   private release(link: ClusterLink): void {
     link.breaker.shutdown();
     this.options.metrics.breakerState.remove({ cluster: link.upstream.name });
     // close() lets requests in flight finish; open watches on a removed cluster are ended by the registry.
-    void link.upstream.pool.close();
+    void link.upstream.close();
   }
 }

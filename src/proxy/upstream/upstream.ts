@@ -1,7 +1,10 @@
-import { createSecureContext, type SecureContext } from 'node:tls';
+import type { Logger } from 'pino';
+import { createSecureContext, type SecureContext, type TLSSocket } from 'node:tls';
 import { buildConnector, Dispatcher, Pool } from 'undici';
 import { CtrlmeshError, ErrorCodes } from '../../errors.js';
 import type { ClusterRoute } from '../../transport/index.js';
+import { Http2ReadPool } from './http2-reads.js';
+import { probeReadProtocol } from './read-protocol.js';
 
 /** What the proxy presents to one cluster's API server: a client certificate and key, or a bearer token. */
 export interface ClusterCredentials {
@@ -36,15 +39,27 @@ function upstreamTls(pem: PemOptions): UpstreamTls {
  * 0.5 ms a connection). undici's own cache holds sessions only weakly, so after a quiet while it has none, and none for
  * the connections opened together after a route change ended every watch. A ticket the server no longer takes costs a
  * full handshake, which brings the next one; only the server verified when the ticket was issued can take it.
+ *
+ * With `onHttp1`, the connection is for HTTP/2 only: one that negotiates HTTP/1.1 instead (the server stopped
+ * offering HTTP/2) is closed unused and reported, since the read pool would otherwise queue many requests on it,
+ * and on HTTP/1.1 each would wait for the watch ahead of it to end.
  */
-function resumingConnector(tls: UpstreamTls): buildConnector.connector {
-  let connector = buildConnector(tls);
+function resumingConnector(tls: UpstreamTls, onHttp1?: () => void): buildConnector.connector {
+  const build = (session?: Buffer): buildConnector.connector =>
+    buildConnector({ ...tls, ...(session ? { session } : {}), ...(onHttp1 ? { allowH2: true } : {}) });
+  let connector = build();
   return (options, callback) =>
-    connector(options, (...args) => {
-      args[1]?.once('session', (session: Buffer) => {
-        connector = buildConnector({ ...tls, session });
+    connector(options, (err, socket) => {
+      if (err !== null) return callback(err, null);
+      socket.once('session', (session: Buffer) => {
+        connector = build(session);
       });
-      callback(...args);
+      if (onHttp1 !== undefined && (socket as TLSSocket).alpnProtocol !== 'h2') {
+        socket.destroy();
+        onHttp1();
+        return callback(new CtrlmeshError(ErrorCodes.PROXY_REQUEST, 'the API server no longer offers HTTP/2'), null);
+      }
+      callback(null, socket);
     });
 }
 
@@ -53,48 +68,64 @@ function virtualOrigin(cluster: string): string {
   return `http://${encodeURIComponent(cluster)}.cluster.ctrlmesh.invalid`;
 }
 
+/** After an API server could not be asked for its protocol, reads wait this long before it is asked again. */
+const PROBE_RETRY_MS = 10_000;
+
 /**
- * One cluster's API server as the proxy reaches it: its own connection pool, TLS verified against the
+ * One cluster's API server as the proxy reaches it: its own connection pools, TLS verified against the
  * cluster's CA (rejectUnauthorized stays on), the proxy's credentials for it, no body timeout (watches).
+ *
+ * Reads (GET: lists, watches, single objects) go as streams of a few HTTP/2 connections where the API server offers
+ * HTTP/2, as client-go's do: a route change that ends every watch then costs the operator's re-watches no TLS
+ * handshake each, and an open watch holds no connection of its own. Everything else stays on HTTP/1.1: undici holds
+ * an HTTP/2 write back until every stream of its connection has ended, and a watch never ends by itself.
  */
 export class ClusterUpstream {
   readonly name: string;
   readonly server: URL;
   readonly virtualBase: string;
   readonly authorization: string | undefined;
+  /** HTTP/1.1 connections: every request that is not a read, and reads until HTTP/2 is known to be offered. */
   readonly pool: Pool;
   /**
-   * TLS options of every connection to the API server, the pool's and the upgrades'; undefined for plain http. One
+   * TLS options of every connection to the API server, the pools' and the upgrades'; undefined for plain http. One
    * context per cluster: without it Node builds one per connection from the PEM text (up to 1 ms of CPU and 30 KiB
    * held per connection, so per open watch), which a storm of watches opened at once pays 2,000 times.
    */
   readonly tls: UpstreamTls | undefined;
   /** Identity of what the pool was built from: an unchanged cluster keeps its pool across route tables. */
   readonly fingerprint: string;
+  private readonly options: UpstreamOptions;
+  private readonly logger: Logger;
+  /** The HTTP/2 reads, once the API server said it offers HTTP/2. */
+  private reads: Http2ReadPool | undefined;
+  /** When to ask the API server for its protocol again (ms since the epoch); undefined while asking or once known. */
+  private probeAgainAt: number | undefined;
+  private closed = false;
 
-  constructor(route: ClusterRoute, credentials: ClusterCredentials | undefined, options: UpstreamOptions) {
+  constructor(route: ClusterRoute, credentials: ClusterCredentials | undefined, options: UpstreamOptions, logger: Logger) {
     this.name = route.name;
     this.server = new URL(route.server);
     this.virtualBase = virtualOrigin(route.name);
     this.authorization = credentials?.token === undefined ? undefined : `Bearer ${credentials.token}`;
     this.fingerprint = ClusterUpstream.fingerprint(route, credentials, options);
+    this.options = options;
+    this.logger = logger;
     this.tls =
       this.server.protocol === 'https:'
         ? upstreamTls({ ca: route.caPem === '' ? undefined : route.caPem, cert: credentials?.certPem, key: credentials?.keyPem })
         : undefined;
     this.pool = new Pool(this.server.origin, {
-      // No cap: every watch holds an HTTP/1.1 connection of its own for as long as it runs. HTTP/2 would share
-      // connections but measured more memory per open watch, and in a burst undici still opens a connection per
-      // request while the first negotiates (docs/proxy.md, Figures).
+      ...this.poolOptions(),
+      // No cap: where reads go over HTTP/1.1, every watch holds a connection of its own for as long as it runs.
       connections: null,
-      headersTimeout: options.headersTimeoutMs,
-      // Watches stream for as long as the API server keeps them open.
-      bodyTimeout: 0,
-      // Idle connections stay 60 s (undici's default is 4 s), so a GET after a pause pays no TLS handshake.
+      // Idle connections stay 60 s (undici's default is 4 s), so a request after a pause pays no TLS handshake.
       keepAliveTimeout: 60_000,
       keepAliveMaxTimeout: 600_000,
       ...(this.tls ? { connect: resumingConnector(this.tls) } : {}),
     });
+    // Asked at once, so the reads after a table's install (and the storm after a route change) find HTTP/2 ready.
+    if (this.tls) this.probe();
   }
 
   /** What a pool is built from; equal fingerprints can share one pool. */
@@ -107,35 +138,102 @@ export class ClusterUpstream {
     const prefix = this.server.pathname.replace(/\/$/, '');
     return `${prefix}${path}`;
   }
+
+  /** Sends a request on the pool for its kind: reads on HTTP/2 where offered, the rest on HTTP/1.1. */
+  dispatch(options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
+    return (options.method === 'GET' ? this.readPool() : this.pool).dispatch(options, handler);
+  }
+
+  /** Lets requests in flight finish, then closes every connection. */
+  async close(): Promise<void> {
+    this.closed = true;
+    await Promise.all([this.pool.close(), this.reads?.close()]);
+  }
+
+  /** Ends every connection now, watches included. */
+  async destroy(): Promise<void> {
+    this.closed = true;
+    await Promise.all([this.pool.destroy(), this.reads?.destroy()]);
+  }
+
+  private poolOptions(): { headersTimeout: number; bodyTimeout: number } {
+    return {
+      headersTimeout: this.options.headersTimeoutMs,
+      // Watches stream for as long as the API server keeps them open.
+      bodyTimeout: 0,
+    };
+  }
+
+  private readPool(): Pool | Http2ReadPool {
+    if (this.reads) return this.reads;
+    if (this.probeAgainAt !== undefined && Date.now() >= this.probeAgainAt) this.probe();
+    return this.pool;
+  }
+
+  private probe(): void {
+    const tls = this.tls;
+    if (tls === undefined) return;
+    this.probeAgainAt = undefined;
+    probeReadProtocol(this.server, tls, this.options.headersTimeoutMs).then(
+      (protocol) => {
+        if (this.closed) return;
+        if (protocol.kind === 'http/1.1') {
+          this.logger.info({ cluster: this.name }, 'the API server offers no HTTP/2: reads go over HTTP/1.1');
+          return;
+        }
+        this.logger.info({ cluster: this.name, streams: protocol.streams }, 'reads go over HTTP/2');
+        this.reads = new Http2ReadPool(
+          this.server.origin,
+          { ...this.poolOptions(), connect: resumingConnector(tls, () => this.http2Withdrawn()) },
+          protocol.streams,
+        );
+      },
+      (err: unknown) => {
+        if (this.closed) return;
+        this.probeAgainAt = Date.now() + PROBE_RETRY_MS;
+        this.logger.debug({ cluster: this.name, err }, 'could not ask the API server for HTTP/2; reads go over HTTP/1.1 for now');
+      },
+    );
+  }
+
+  /** A read connection negotiated HTTP/1.1: reads go back to the HTTP/1.1 pool, and the server is asked again. */
+  private http2Withdrawn(): void {
+    const reads = this.reads;
+    if (reads === undefined) return;
+    this.reads = undefined;
+    void reads.close();
+    this.probeAgainAt = Date.now();
+    this.logger.warn({ cluster: this.name }, 'the API server stopped offering HTTP/2: reads go over HTTP/1.1');
+  }
 }
 
 /**
- * The one dispatcher reply-from uses: it sends each request to the pool of the cluster named by its virtual
- * origin. The set of pools is replaced as a whole when a route table changes.
+ * The one dispatcher reply-from uses: it sends each request to the upstream of the cluster named by its virtual
+ * origin. The set of upstreams is replaced as a whole when a route table changes.
  */
 export class ClusterDispatcher extends Dispatcher {
-  private pools = new Map<string, Pool>();
+  private upstreams = new Map<string, ClusterUpstream>();
 
   setUpstreams(upstreams: Iterable<ClusterUpstream>): void {
-    this.pools = new Map([...upstreams].map((u) => [u.virtualBase, u.pool]));
+    this.upstreams = new Map([...upstreams].map((u) => [u.virtualBase, u]));
   }
 
   override dispatch(options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
     const origin = typeof options.origin === 'string' ? options.origin : options.origin?.origin;
-    const pool = origin === undefined ? undefined : this.pools.get(origin);
+    const upstream = origin === undefined ? undefined : this.upstreams.get(origin);
     // request() turns a throw here into an error for that one request.
-    if (pool === undefined) {
+    if (upstream === undefined) {
       // reply-from answers it as any transport failure (503, the message kept); the code marks it as the proxy's refusal.
       throw new CtrlmeshError(ErrorCodes.PROXY_REQUEST, `no upstream for ${String(origin)}: the cluster left the route table`);
     }
-    return pool.dispatch(options, handler);
+    return upstream.dispatch(options, handler);
   }
 
   override async close(): Promise<void> {
-    this.pools = new Map();
+    this.upstreams = new Map();
   }
 
   override async destroy(): Promise<void> {
-    this.pools = new Map();
+    this.upstreams = new Map();
   }
 }

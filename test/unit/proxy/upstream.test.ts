@@ -1,12 +1,14 @@
+import { createSecureServer, type Http2SecureServer } from 'node:http2';
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import type { TLSSocket } from 'node:tls';
+import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ClusterUpstream } from '../../../src/proxy/upstream/upstream.js';
+import { ClusterDispatcher, ClusterUpstream } from '../../../src/proxy/upstream/upstream.js';
 import { createCertificateAuthority, issueCertificate, type CertificateAuthority, type IssuedCertificate } from '../../../src/tls/index.js';
 
 /** An HTTPS server that asks for a client certificate from `ca` and counts full and resumed handshakes. */
-async function startServer(serving: IssuedCertificate, ca: CertificateAuthority): Promise<{ server: Server; url: string; handshakes: { full: number; resumed: number } }> {
+async function startServer(serving: IssuedCertificate, ca: CertificateAuthority, port = 0): Promise<{ server: Server; url: string; handshakes: { full: number; resumed: number } }> {
   const handshakes = { full: 0, resumed: 0 };
   const server = createServer({ cert: serving.certPem, key: serving.keyPem, ca: ca.certPem, requestCert: true, rejectUnauthorized: true }, (req, res) => {
     res.end((req.socket as TLSSocket).getPeerCertificate().subject?.CN ?? '');
@@ -15,7 +17,7 @@ async function startServer(serving: IssuedCertificate, ca: CertificateAuthority)
     if (socket.isSessionReused()) handshakes.resumed++;
     else handshakes.full++;
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
   return { server, url: `https://127.0.0.1:${(server.address() as AddressInfo).port}`, handshakes };
 }
 
@@ -23,7 +25,7 @@ describe('ClusterUpstream connections', () => {
   let ca: CertificateAuthority;
   let client: IssuedCertificate;
   let serving: IssuedCertificate;
-  const servers: Server[] = [];
+  const servers: (Server | Http2SecureServer)[] = [];
 
   beforeAll(async () => {
     ca = await createCertificateAuthority({ commonName: 'cluster-ca' });
@@ -35,7 +37,7 @@ describe('ClusterUpstream connections', () => {
   });
 
   const upstreamTo = (url: string, caPem: string): ClusterUpstream =>
-    new ClusterUpstream({ name: 'a', server: url, caPem, buckets: [], limits: [] }, { certPem: client.certPem, keyPem: client.keyPem }, { headersTimeoutMs: 5_000 });
+    new ClusterUpstream({ name: 'a', server: url, caPem, buckets: [], limits: [] }, { certPem: client.certPem, keyPem: client.keyPem }, { headersTimeoutMs: 5_000 }, pino({ level: 'silent' }));
   const burst = (upstream: ClusterUpstream, count: number): Promise<string[]> =>
     Promise.all(
       Array.from({ length: count }, async () => {
@@ -52,9 +54,10 @@ describe('ClusterUpstream connections', () => {
     try {
       expect(await burst(upstream, 1)).toEqual(['ctrlmesh-proxy']);
       expect(await burst(upstream, 20)).toEqual(Array.from({ length: 20 }, () => 'ctrlmesh-proxy'));
-      expect(handshakes).toEqual({ full: 1, resumed: 20 });
+      // One more full handshake: the upstream asked the server once which protocols it offers.
+      expect(handshakes).toEqual({ full: 2, resumed: 20 });
     } finally {
-      await upstream.pool.destroy();
+      await upstream.destroy();
     }
   });
 
@@ -66,7 +69,117 @@ describe('ClusterUpstream connections', () => {
     try {
       await expect(burst(upstream, 1)).rejects.toThrow(/certificate/);
     } finally {
-      await upstream.pool.destroy();
+      await upstream.destroy();
+    }
+  });
+
+  /**
+   * An HTTP/2 server (HTTP/1.1 too, as kube-apiserver) that allows `streams` streams a connection, counts connections,
+   * answers POSTs at once and holds GETs open as watches, recording each request's HTTP version.
+   */
+  async function startHttp2Server(streams: number): Promise<{ url: string; connections: () => number; versions: string[]; stop: () => Promise<void> }> {
+    const versions: string[] = [];
+    let connections = 0;
+    const server = createSecureServer(
+      { cert: serving.certPem, key: serving.keyPem, ca: ca.certPem, requestCert: true, rejectUnauthorized: true, allowHTTP1: true, settings: { maxConcurrentStreams: streams } },
+      (req, res) => {
+        versions.push(`${req.method} ${req.httpVersion}`);
+        res.writeHead(200, { 'content-type': 'text/plain' });
+        if (req.method === 'GET') res.write('watching\n');
+        else res.end('written');
+      },
+    );
+    const sockets: TLSSocket[] = [];
+    server.on('secureConnection', (socket: TLSSocket) => {
+      connections++;
+      sockets.push(socket);
+    });
+    servers.push(server);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const stop = (): Promise<void> =>
+      new Promise((resolve) => {
+        server.close(() => resolve());
+        for (const socket of sockets) socket.destroy();
+      });
+    return { url: `https://127.0.0.1:${(server.address() as AddressInfo).port}`, connections: () => connections, versions, stop };
+  }
+
+  /** Opens a GET that stays open (a watch), resolving once its first bytes arrived. */
+  async function openWatch(dispatcher: ClusterDispatcher, origin: string): Promise<{ end: () => void }> {
+    const res = await dispatcher.request({ origin, method: 'GET', path: '/watch' });
+    const first = await new Promise<string>((resolve) => res.body.once('data', (chunk: Buffer) => resolve(chunk.toString())));
+    expect(first).toBe('watching\n');
+    return { end: () => res.body.destroy() };
+  }
+
+  /** Reads go over HTTP/1.1 until the upstream has asked the server: waits until one arrives over HTTP/2. */
+  async function untilHttp2(dispatcher: ClusterDispatcher, origin: string, versions: string[]): Promise<void> {
+    for (let i = 0; !versions.includes('GET 2.0'); i++) {
+      expect(i).toBeLessThan(100);
+      (await openWatch(dispatcher, origin)).end();
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  }
+
+  it('opens watches as streams of a few HTTP/2 connections and writes on HTTP/1.1 beside them', async () => {
+    const { url, connections, versions } = await startHttp2Server(5);
+    const upstream = upstreamTo(url, ca.certPem);
+    const dispatcher = new ClusterDispatcher();
+    dispatcher.setUpstreams([upstream]);
+    try {
+      await untilHttp2(dispatcher, upstream.virtualBase, versions);
+      const before = connections();
+      const watches = await Promise.all(Array.from({ length: 12 }, () => openWatch(dispatcher, upstream.virtualBase)));
+      // 12 watches at 5 streams a connection: at most 3 connections, not one each.
+      expect(connections() - before).toBeLessThanOrEqual(3);
+      expect(versions.filter((v) => v === 'GET 2.0').length).toBeGreaterThanOrEqual(12);
+      // A write while every read connection carries open watches is answered at once, over HTTP/1.1.
+      const write = await dispatcher.request({ origin: upstream.virtualBase, method: 'POST', path: '/write', body: '{}' });
+      expect(await write.body.text()).toBe('written');
+      expect(versions.at(-1)).toBe('POST 1.1');
+      for (const watch of watches) watch.end();
+    } finally {
+      await upstream.destroy();
+    }
+  });
+
+  it('keeps reads on HTTP/1.1 where the server offers no HTTP/2', async () => {
+    const { server, url } = await startServer(serving, ca);
+    servers.push(server);
+    const upstream = upstreamTo(url, ca.certPem);
+    const dispatcher = new ClusterDispatcher();
+    dispatcher.setUpstreams([upstream]);
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      const res = await dispatcher.request({ origin: upstream.virtualBase, method: 'GET', path: '/' });
+      expect(await res.body.text()).toBe('ctrlmesh-proxy');
+    } finally {
+      await upstream.destroy();
+    }
+  });
+
+  it('returns reads to HTTP/1.1 when the server stops offering HTTP/2', async () => {
+    const first = await startHttp2Server(5);
+    const upstream = upstreamTo(first.url, ca.certPem);
+    const dispatcher = new ClusterDispatcher();
+    dispatcher.setUpstreams([upstream]);
+    try {
+      await untilHttp2(dispatcher, upstream.virtualBase, first.versions);
+      // The same address now serves HTTP/1.1 only, and the HTTP/2 connection is gone.
+      await first.stop();
+      const { server } = await startServer(serving, ca, Number(new URL(first.url).port));
+      servers.push(server);
+      const get = async (): Promise<string> => (await dispatcher.request({ origin: upstream.virtualBase, method: 'GET', path: '/' })).body.text();
+      // The reads that find the connection gone, or HTTP/1.1 on a new one, fail (the client retries, as after any
+      // 503); had the HTTP/2 reads not been given up, every read would fail so.
+      const failures: string[] = [];
+      while ((await get().catch((err: Error) => failures.push(err.message))) !== 'ctrlmesh-proxy') expect(failures.length).toBeLessThan(3);
+      expect(failures.at(-1)).toMatch(/no longer offers HTTP\/2/);
+      // The reads after it go over HTTP/1.1.
+      expect(await get()).toBe('ctrlmesh-proxy');
+      expect(await get()).toBe('ctrlmesh-proxy');
+    } finally {
+      await upstream.destroy();
     }
   });
 });
