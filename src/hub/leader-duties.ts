@@ -42,10 +42,18 @@ export interface LeaderDuties {
   end(): void;
   /**
    * Stores an acknowledgement while leader, so that hubs started later (all restarted, or a new leader) complete
-   * handovers on it too, rather than waiting for the proxies' lease to run out.
+   * handovers on it too, rather than waiting for the proxies' lease to run out. Written ACK_STORE_DELAY_MS later,
+   * the latest of each shard: the in-memory ack (hub-inputs) is what this hub acts on.
    */
   storeAck(ack: Ack): void;
 }
+
+/**
+ * How long acknowledgements wait before they are stored. A change acknowledged by every proxy would otherwise put
+ * one KV write per shard into the burst of tables still being delivered (the server's and the hub's CPU); a crash
+ * in this window loses them as it loses acks sent while no hub runs (the proxies repeat theirs).
+ */
+export const ACK_STORE_DELAY_MS = 100;
 
 /**
  * What only the leader serves: one writer for the registry, the reports and the acknowledgements in KV, and one
@@ -54,6 +62,22 @@ export interface LeaderDuties {
 export function createLeaderDuties(options: LeaderDutiesOptions): LeaderDuties {
   const { tokens, agentIssuer: issuer, link, buckets, fleet, signer, metrics, logger, now, isLeader, changed } = options;
   let subscriptions: { unsubscribe(): void }[] = [];
+  /** Acknowledgements to store, the latest per key. */
+  const unstored = new Map<string, Ack>();
+  let storeTimer: NodeJS.Timeout | undefined;
+
+  const storeAcks = (): void => {
+    clearTimeout(storeTimer);
+    storeTimer = undefined;
+    const acks = [...unstored];
+    unstored.clear();
+    if (!isLeader()) return;
+    for (const [key, ack] of acks) {
+      buckets.state
+        .put(key, encodeMessage(Messages.ack, ack))
+        .catch((err: unknown) => logger.warn({ err, operator: ack.operator, shard: ack.shard }, 'could not store an acknowledgement'));
+    }
+  };
 
   const register = async (request: RegisterRequest, channel: RegistrationChannel, msg: Msg): Promise<void> => {
     const name = request.cluster.name;
@@ -128,12 +152,13 @@ export function createLeaderDuties(options: LeaderDutiesOptions): LeaderDuties {
     end: () => {
       for (const s of subscriptions) s.unsubscribe();
       subscriptions = [];
+      // Still leader when the hub stops: what waits is stored now; leadership lost: the new leader stores its own.
+      storeAcks();
     },
     storeAck: (ack) => {
       if (!isLeader()) return;
-      buckets.state
-        .put(Keys.ack(ack.operator, ack.shard), encodeMessage(Messages.ack, ack))
-        .catch((err: unknown) => logger.warn({ err, operator: ack.operator, shard: ack.shard }, 'could not store an acknowledgement'));
+      unstored.set(Keys.ack(ack.operator, ack.shard), ack);
+      storeTimer ??= setTimeout(storeAcks, ACK_STORE_DELAY_MS);
     },
   };
 }

@@ -33,6 +33,8 @@ describe('the proxy following its route table in NATS (a private NATS server, st
   let hub: NatsLink;
   const acks: Ack[] = [];
   const published = new Map<string, number>();
+  /** Lease renewals the hub's side answered, per shard. */
+  const renewals = new Map<string, number>();
   let publish: (table: RouteTable) => Promise<number>;
   // Each shard's proxy connects with its own identity, minted before the test starts it.
   const identities = new Map<string, NatsClientConfig>();
@@ -55,7 +57,7 @@ describe('the proxy following its route table in NATS (a private NATS server, st
     dir = await mkdtemp(join(tmpdir(), 'ctrlmesh-proxy-nats-'));
     nats = await startNats({ dir: join(dir, 'nats'), logger: silent });
     hub = await connectNats({ config: hubNatsConfig(nats), name: 'test-hub', logger: silent });
-    for (const shard of ['shard-live', 'shard-stored']) identities.set(shard, await proxyNatsConfig(nats, OPERATOR, shard));
+    for (const shard of ['shard-live', 'shard-stored', 'shard-renew']) identities.set(shard, await proxyNatsConfig(nats, OPERATOR, shard));
     const signer = routeSigner(readFileSync(security(nats).auth.routeSigningSeed, 'utf8'));
     const { routes } = await createBuckets({ js: hub.js, replicas: 1, leaseTtlMs: 10_000 });
     // After a restart of nats-server JetStream answers only once it has recovered its store: retry until then.
@@ -68,7 +70,15 @@ describe('the proxy following its route table in NATS (a private NATS server, st
       return revision;
     };
     // The hub's side of the proxies' leases.
-    serveRenewals({ link: hub, signer, logger: silent, published: (_operator, shard) => published.get(shard) ?? 0 });
+    serveRenewals({
+      link: hub,
+      signer,
+      logger: silent,
+      published: (_operator, shard) => {
+        renewals.set(shard, (renewals.get(shard) ?? 0) + 1);
+        return published.get(shard) ?? 0;
+      },
+    });
     subscribeAcks({ link: hub, logger: silent, onAck: (ack) => acks.push(ack) });
     await admin.createNamespace({ body: { metadata: { name: ns } } });
     await admin.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: 'cm', labels: { [HASH_LABEL]: String(bucket(ns)) } } } });
@@ -114,6 +124,29 @@ describe('the proxy following its route table in NATS (a private NATS server, st
       await harness.close();
     }
   }, 90_000);
+
+  it('renews an extended lease on its period, not for every table it acknowledges', async () => {
+    const shard = 'shard-renew';
+    // A 60 s lease: renewals every 5 s, far longer than the test's new tables take.
+    const table = routeTable({ shard, homeCluster: a.name, clusters: [clusterRoute(a, [bucket(ns)])], leaseSeconds: 60 });
+    await publish(table);
+    const harness = await startTestProxy({ table: undefined, credentialsPath: testbed().kubeconfigPath, dir: join(dir, shard), source: source(shard) });
+    try {
+      // Not extended yet: the first acknowledgement is followed by a renewal at once, which extends.
+      await settles(async () => expect((await readyz(harness)).status).toBe(200));
+      const before = renewals.get(shard) ?? 0;
+      // Each table acknowledged before the next is published, so that none could share another's renewal.
+      for (let version = 2; version <= 5; version++) {
+        await publish({ ...table, version });
+        await settles(() => expect(acks.some((ack) => ack.shard === shard && ack.version === version)).toBe(true));
+      }
+      // One periodic renewal may fall in this window; one per table would be four.
+      expect(renewals.get(shard) ?? 0).toBeLessThanOrEqual(before + 1);
+      expect((await readyz(harness)).status).toBe(200);
+    } finally {
+      await harness.close();
+    }
+  }, 60_000);
 
   it('starts and serves from its stored table while NATS is down', async () => {
     const shard = 'shard-stored';

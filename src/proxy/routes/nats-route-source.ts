@@ -54,6 +54,8 @@ export class NatsRouteSource implements RouteSource {
   private handlers: RouteSourceHandlers | undefined;
   /** Since when the hub has named a version the watch has not delivered. */
   private behindSince: number | undefined;
+  /** Whether the latest renewal answered was an extension: the lease then runs without a renewal per table. */
+  private extended = false;
   private stopped = false;
 
   constructor(options: NatsRouteSourceOptions) {
@@ -121,11 +123,14 @@ export class NatsRouteSource implements RouteSource {
   }
 
   async acknowledge(table: RouteTable, rules: readonly AckRule[] = []): Promise<void> {
+    const previousLease = this.applied?.leaseSeconds;
     this.applied = table;
     this.appliedRules = rules;
     this.sendAck();
-    // Renew at once: the lease of a proxy that just caught up should not wait for the next period.
-    this.scheduleRenewal(0);
+    // Renew at once when the last answer did not extend (a proxy that just caught up should not wait for the next
+    // period) or the lease changed (its period with it); an extended lease runs on, and a renewal per table would
+    // cost every change a signed round trip.
+    if (!this.extended || table.leaseSeconds !== previousLease) this.scheduleRenewal(0);
   }
 
   private renewEveryMs(): number {
@@ -147,19 +152,27 @@ export class NatsRouteSource implements RouteSource {
     const every = this.renewEveryMs();
     if (link !== undefined && handlers !== undefined && link.state() === 'connected') {
       const askedAt = now();
+      const acknowledged = this.applied?.version ?? 0;
       try {
         const reply = await requestRenewal({
           link,
           operator: this.options.operator,
           shard: this.options.shard,
-          acknowledged: this.applied?.version ?? 0,
+          acknowledged,
           trusted: this.options.trusted,
           timeoutMs: every,
           logger: this.options.logger,
         });
+        this.extended = reply.extended;
         if (reply.extended) handlers.onRenewal(askedAt);
         this.checkStall(reply.version, now(), every);
+        // Refused for a version acknowledged while the request was out: ask again with it, now.
+        if (!reply.extended && (this.applied?.version ?? 0) > acknowledged) {
+          this.scheduleRenewal(0);
+          return;
+        }
       } catch (err) {
+        this.extended = false;
         this.options.logger.debug({ err: (err as Error).message }, 'lease renewal not answered');
       }
     }
