@@ -231,6 +231,7 @@ export function createApiHandler(options: ApiHandlerOptions): (request: FastifyR
           accept,
           // Every answer the proxy reads must come unencoded, a sharded watch's events included.
           identity: judged !== undefined || judgedObject !== undefined || watch,
+          watch: info.kind === 'resource' && info.verb === 'watch',
           headers: requests,
           onResponse,
         }),

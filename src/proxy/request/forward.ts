@@ -25,6 +25,8 @@ export interface ForwardPlan {
   accept: string | undefined;
   /** Asks for an unencoded answer: the proxy reads this one. */
   identity?: boolean;
+  /** A watch: sent on the cluster's watch connections (HTTP/2 streams where the API server offers them). */
+  watch: boolean;
   headers: HeaderPolicy;
   /** Called once the API server's response head arrived; it sends the reply. */
   onResponse(reply: FastifyReply, res: UpstreamResponse): void;
@@ -34,7 +36,7 @@ export interface ForwardPlan {
 export function forward(request: FastifyRequest, reply: FastifyReply, plan: ForwardPlan): Promise<void> {
   const { upstream } = plan.entry;
   return new Promise((resolve, reject) => {
-    reply.from(`${upstream.virtualBase}${upstream.upstreamPath(plan.path)}`, {
+    reply.from(`${plan.watch ? upstream.watchBase : upstream.virtualBase}${upstream.upstreamPath(plan.path)}`, {
       queryString: () => plan.query,
       ...(plan.body === undefined ? {} : { body: plan.body, contentType: plan.contentType ?? request.headers['content-type'] ?? 'application/json' }),
       // Retries are the breaker's business; reply-from would otherwise retry GETs on 503.

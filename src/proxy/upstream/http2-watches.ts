@@ -1,12 +1,12 @@
 import { Client, type Dispatcher } from 'undici';
 
 /**
- * Reads to one API server as streams of as few HTTP/2 connections as its stream limit allows. A request goes to the
+ * Watches to one API server as streams of as few HTTP/2 connections as its stream limit allows. A watch goes to the
  * first connection with a free stream, and a new connection is opened only when none has one, counting the requests
  * queued on a connection still negotiating: undici's Pool takes a negotiating connection as busy after one request,
  * so a burst of watches would open (and pay a TLS handshake for) one connection each.
  */
-export class Http2ReadPool {
+export class Http2WatchPool {
   private readonly clients: Client[] = [];
 
   constructor(

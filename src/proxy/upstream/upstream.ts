@@ -3,8 +3,8 @@ import { createSecureContext, type SecureContext, type TLSSocket } from 'node:tl
 import { buildConnector, Dispatcher, Pool } from 'undici';
 import { CtrlmeshError, ErrorCodes } from '../../errors.js';
 import type { ClusterRoute } from '../../transport/index.js';
-import { Http2ReadPool } from './http2-reads.js';
-import { probeReadProtocol } from './read-protocol.js';
+import { Http2WatchPool } from './http2-watches.js';
+import { probeWatchProtocol } from './watch-protocol.js';
 
 /** What the proxy presents to one cluster's API server: a client certificate and key, or a bearer token. */
 export interface ClusterCredentials {
@@ -41,8 +41,8 @@ function upstreamTls(pem: PemOptions): UpstreamTls {
  * full handshake, which brings the next one; only the server verified when the ticket was issued can take it.
  *
  * With `onHttp1`, the connection is for HTTP/2 only: one that negotiates HTTP/1.1 instead (the server stopped
- * offering HTTP/2) is closed unused and reported, since the read pool would otherwise queue many requests on it,
- * and on HTTP/1.1 each would wait for the watch ahead of it to end.
+ * offering HTTP/2) is closed unused and reported, since the watch pool would otherwise queue many watches on it,
+ * and on HTTP/1.1 each would wait for the one ahead of it to end.
  */
 function resumingConnector(tls: UpstreamTls, onHttp1?: () => void): buildConnector.connector {
   const build = (session?: Buffer): buildConnector.connector =>
@@ -63,29 +63,35 @@ function resumingConnector(tls: UpstreamTls, onHttp1?: () => void): buildConnect
     });
 }
 
-/** The origin reply-from is given for a cluster; the dispatcher maps it to that cluster's own pool. */
-function virtualOrigin(cluster: string): string {
-  return `http://${encodeURIComponent(cluster)}.cluster.ctrlmesh.invalid`;
+/**
+ * The origins reply-from is given for a cluster, one for watches and one for every other request; the dispatcher maps
+ * them to that cluster's connections. Their suffixes differ, so no cluster's origin is another's.
+ */
+function virtualOrigin(cluster: string, watches: boolean): string {
+  return `http://${encodeURIComponent(cluster)}.${watches ? 'watches' : 'cluster'}.ctrlmesh.invalid`;
 }
 
-/** After an API server could not be asked for its protocol, reads wait this long before it is asked again. */
+/** After an API server could not be asked for its protocol, watches wait this long before it is asked again. */
 const PROBE_RETRY_MS = 10_000;
 
 /**
  * One cluster's API server as the proxy reaches it: its own connection pools, TLS verified against the
  * cluster's CA (rejectUnauthorized stays on), the proxy's credentials for it, no body timeout (watches).
  *
- * Reads (GET: lists, watches, single objects) go as streams of a few HTTP/2 connections where the API server offers
- * HTTP/2, as client-go's do: a route change that ends every watch then costs the operator's re-watches no TLS
- * handshake each, and an open watch holds no connection of its own. Everything else stays on HTTP/1.1: undici holds
- * an HTTP/2 write back until every stream of its connection has ended, and a watch never ends by itself.
+ * Watches go as streams of a few HTTP/2 connections where the API server offers HTTP/2, as client-go's do: a route
+ * change that ends every watch then costs the operator's re-watches no TLS handshake each, and an open watch holds no
+ * connection of its own. Everything else stays on HTTP/1.1 keep-alive connections: a short request costs Node more
+ * CPU as an HTTP/2 stream (docs/proxy.md, Figures), and undici holds an HTTP/2 write back until every stream of its
+ * connection has ended, which a watch never does by itself.
  */
 export class ClusterUpstream {
   readonly name: string;
   readonly server: URL;
   readonly virtualBase: string;
+  /** The origin of this cluster's watches. */
+  readonly watchBase: string;
   readonly authorization: string | undefined;
-  /** HTTP/1.1 connections: every request that is not a read, and reads until HTTP/2 is known to be offered. */
+  /** HTTP/1.1 connections: every request that is not a watch, and watches until HTTP/2 is known to be offered. */
   readonly pool: Pool;
   /**
    * TLS options of every connection to the API server, the pools' and the upgrades'; undefined for plain http. One
@@ -97,8 +103,8 @@ export class ClusterUpstream {
   readonly fingerprint: string;
   private readonly options: UpstreamOptions;
   private readonly logger: Logger;
-  /** The HTTP/2 reads, once the API server said it offers HTTP/2. */
-  private reads: Http2ReadPool | undefined;
+  /** The HTTP/2 watches, once the API server said it offers HTTP/2. */
+  private watches: Http2WatchPool | undefined;
   /** When to ask the API server for its protocol again (ms since the epoch); undefined while asking or once known. */
   private probeAgainAt: number | undefined;
   private closed = false;
@@ -106,7 +112,8 @@ export class ClusterUpstream {
   constructor(route: ClusterRoute, credentials: ClusterCredentials | undefined, options: UpstreamOptions, logger: Logger) {
     this.name = route.name;
     this.server = new URL(route.server);
-    this.virtualBase = virtualOrigin(route.name);
+    this.virtualBase = virtualOrigin(route.name, false);
+    this.watchBase = virtualOrigin(route.name, true);
     this.authorization = credentials?.token === undefined ? undefined : `Bearer ${credentials.token}`;
     this.fingerprint = ClusterUpstream.fingerprint(route, credentials, options);
     this.options = options;
@@ -117,14 +124,14 @@ export class ClusterUpstream {
         : undefined;
     this.pool = new Pool(this.server.origin, {
       ...this.poolOptions(),
-      // No cap: where reads go over HTTP/1.1, every watch holds a connection of its own for as long as it runs.
+      // No cap: where watches go over HTTP/1.1, each holds a connection of its own for as long as it runs.
       connections: null,
       // Idle connections stay 60 s (undici's default is 4 s), so a request after a pause pays no TLS handshake.
       keepAliveTimeout: 60_000,
       keepAliveMaxTimeout: 600_000,
       ...(this.tls ? { connect: resumingConnector(this.tls) } : {}),
     });
-    // Asked at once, so the reads after a table's install (and the storm after a route change) find HTTP/2 ready.
+    // Asked at once, so the watches after a table's install (and the storm after a route change) find HTTP/2 ready.
     if (this.tls) this.probe();
   }
 
@@ -139,21 +146,21 @@ export class ClusterUpstream {
     return `${prefix}${path}`;
   }
 
-  /** Sends a request on the pool for its kind: reads on HTTP/2 where offered, the rest on HTTP/1.1. */
-  dispatch(options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
-    return (options.method === 'GET' ? this.readPool() : this.pool).dispatch(options, handler);
+  /** Sends a request: a watch on HTTP/2 where offered, the rest on HTTP/1.1. */
+  dispatch(options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler, watch: boolean): boolean {
+    return (watch ? this.watchPool() : this.pool).dispatch(options, handler);
   }
 
   /** Lets requests in flight finish, then closes every connection. */
   async close(): Promise<void> {
     this.closed = true;
-    await Promise.all([this.pool.close(), this.reads?.close()]);
+    await Promise.all([this.pool.close(), this.watches?.close()]);
   }
 
   /** Ends every connection now, watches included. */
   async destroy(): Promise<void> {
     this.closed = true;
-    await Promise.all([this.pool.destroy(), this.reads?.destroy()]);
+    await Promise.all([this.pool.destroy(), this.watches?.destroy()]);
   }
 
   private poolOptions(): { headersTimeout: number; bodyTimeout: number } {
@@ -164,8 +171,8 @@ export class ClusterUpstream {
     };
   }
 
-  private readPool(): Pool | Http2ReadPool {
-    if (this.reads) return this.reads;
+  private watchPool(): Pool | Http2WatchPool {
+    if (this.watches) return this.watches;
     if (this.probeAgainAt !== undefined && Date.now() >= this.probeAgainAt) this.probe();
     return this.pool;
   }
@@ -174,15 +181,15 @@ export class ClusterUpstream {
     const tls = this.tls;
     if (tls === undefined) return;
     this.probeAgainAt = undefined;
-    probeReadProtocol(this.server, tls, this.options.headersTimeoutMs).then(
+    probeWatchProtocol(this.server, tls, this.options.headersTimeoutMs).then(
       (protocol) => {
         if (this.closed) return;
         if (protocol.kind === 'http/1.1') {
-          this.logger.info({ cluster: this.name }, 'the API server offers no HTTP/2: reads go over HTTP/1.1');
+          this.logger.info({ cluster: this.name }, 'the API server offers no HTTP/2: watches go over HTTP/1.1');
           return;
         }
-        this.logger.info({ cluster: this.name, streams: protocol.streams }, 'reads go over HTTP/2');
-        this.reads = new Http2ReadPool(
+        this.logger.info({ cluster: this.name, streams: protocol.streams }, 'watches go over HTTP/2');
+        this.watches = new Http2WatchPool(
           this.server.origin,
           { ...this.poolOptions(), connect: resumingConnector(tls, () => this.http2Withdrawn()) },
           protocol.streams,
@@ -191,19 +198,19 @@ export class ClusterUpstream {
       (err: unknown) => {
         if (this.closed) return;
         this.probeAgainAt = Date.now() + PROBE_RETRY_MS;
-        this.logger.debug({ cluster: this.name, err }, 'could not ask the API server for HTTP/2; reads go over HTTP/1.1 for now');
+        this.logger.debug({ cluster: this.name, err }, 'could not ask the API server for HTTP/2; watches go over HTTP/1.1 for now');
       },
     );
   }
 
-  /** A read connection negotiated HTTP/1.1: reads go back to the HTTP/1.1 pool, and the server is asked again. */
+  /** A watch connection negotiated HTTP/1.1: watches go back to the HTTP/1.1 pool, and the server is asked again. */
   private http2Withdrawn(): void {
-    const reads = this.reads;
-    if (reads === undefined) return;
-    this.reads = undefined;
-    void reads.close();
+    const watches = this.watches;
+    if (watches === undefined) return;
+    this.watches = undefined;
+    void watches.close();
     this.probeAgainAt = Date.now();
-    this.logger.warn({ cluster: this.name }, 'the API server stopped offering HTTP/2: reads go over HTTP/1.1');
+    this.logger.warn({ cluster: this.name }, 'the API server stopped offering HTTP/2: watches go over HTTP/1.1');
   }
 }
 
@@ -212,21 +219,26 @@ export class ClusterUpstream {
  * origin. The set of upstreams is replaced as a whole when a route table changes.
  */
 export class ClusterDispatcher extends Dispatcher {
-  private upstreams = new Map<string, ClusterUpstream>();
+  private upstreams = new Map<string, { upstream: ClusterUpstream; watch: boolean }>();
 
   setUpstreams(upstreams: Iterable<ClusterUpstream>): void {
-    this.upstreams = new Map([...upstreams].map((u) => [u.virtualBase, u]));
+    this.upstreams = new Map(
+      [...upstreams].flatMap((upstream): [string, { upstream: ClusterUpstream; watch: boolean }][] => [
+        [upstream.virtualBase, { upstream, watch: false }],
+        [upstream.watchBase, { upstream, watch: true }],
+      ]),
+    );
   }
 
   override dispatch(options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
     const origin = typeof options.origin === 'string' ? options.origin : options.origin?.origin;
-    const upstream = origin === undefined ? undefined : this.upstreams.get(origin);
+    const target = origin === undefined ? undefined : this.upstreams.get(origin);
     // request() turns a throw here into an error for that one request.
-    if (upstream === undefined) {
+    if (target === undefined) {
       // reply-from answers it as any transport failure (503, the message kept); the code marks it as the proxy's refusal.
       throw new CtrlmeshError(ErrorCodes.PROXY_REQUEST, `no upstream for ${String(origin)}: the cluster left the route table`);
     }
-    return upstream.dispatch(options, handler);
+    return target.upstream.dispatch(options, handler, target.watch);
   }
 
   override async close(): Promise<void> {

@@ -4,10 +4,10 @@ import { connect as connectTls, type ConnectionOptions } from 'node:tls';
 import { CtrlmeshError, ErrorCodes } from '../../errors.js';
 
 /**
- * How an API server takes reads (GETs: lists and watches): as streams of shared HTTP/2 connections, at most `streams`
- * on one connection, or as HTTP/1.1 requests of a connection each.
+ * How an API server takes watches: as streams of shared HTTP/2 connections, at most `streams` on one connection, or
+ * as HTTP/1.1 requests of a connection each.
  */
-export type ReadProtocol = { kind: 'h2'; streams: number } | { kind: 'http/1.1' };
+export type WatchProtocol = { kind: 'h2'; streams: number } | { kind: 'http/1.1' };
 
 /**
  * Streams the proxy opens on one HTTP/2 connection at most: the API server's own default (kube-apiserver and Go's
@@ -17,11 +17,11 @@ export type ReadProtocol = { kind: 'h2'; streams: number } | { kind: 'http/1.1' 
 export const MAX_STREAMS_PER_CONNECTION = 250;
 
 /**
- * Asks the API server once which protocol it speaks, offering both in ALPN, and for HTTP/2 reads the SETTINGS it
+ * Asks the API server once which protocol it speaks, offering both in ALPN, and for HTTP/2 the SETTINGS it
  * sends before any request (MAX_CONCURRENT_STREAMS). Rejects when the server cannot be reached or answers too slowly:
  * that says nothing about the protocol.
  */
-export function probeReadProtocol(server: URL, tls: ConnectionOptions, timeoutMs: number): Promise<ReadProtocol> {
+export function probeWatchProtocol(server: URL, tls: ConnectionOptions, timeoutMs: number): Promise<WatchProtocol> {
   const port = Number(server.port === '' ? 443 : server.port);
   const host = server.hostname.replace(/^\[(.*)\]$/, '$1');
   return new Promise((resolve, reject) => {

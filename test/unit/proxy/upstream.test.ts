@@ -112,7 +112,7 @@ describe('ClusterUpstream connections', () => {
     return { end: () => res.body.destroy() };
   }
 
-  /** Reads go over HTTP/1.1 until the upstream has asked the server: waits until one arrives over HTTP/2. */
+  /** Watches go over HTTP/1.1 until the upstream has asked the server: waits until one arrives over HTTP/2. */
   async function untilHttp2(dispatcher: ClusterDispatcher, origin: string, versions: string[]): Promise<void> {
     for (let i = 0; !versions.includes('GET 2.0'); i++) {
       expect(i).toBeLessThan(100);
@@ -127,23 +127,26 @@ describe('ClusterUpstream connections', () => {
     const dispatcher = new ClusterDispatcher();
     dispatcher.setUpstreams([upstream]);
     try {
-      await untilHttp2(dispatcher, upstream.virtualBase, versions);
+      await untilHttp2(dispatcher, upstream.watchBase, versions);
       const before = connections();
-      const watches = await Promise.all(Array.from({ length: 12 }, () => openWatch(dispatcher, upstream.virtualBase)));
+      const watches = await Promise.all(Array.from({ length: 12 }, () => openWatch(dispatcher, upstream.watchBase)));
       // 12 watches at 5 streams a connection: at most 3 connections, not one each.
       expect(connections() - before).toBeLessThanOrEqual(3);
       expect(versions.filter((v) => v === 'GET 2.0').length).toBeGreaterThanOrEqual(12);
-      // A write while every read connection carries open watches is answered at once, over HTTP/1.1.
+      // A write while every watch connection carries its limit is answered at once, over HTTP/1.1; so is a read.
       const write = await dispatcher.request({ origin: upstream.virtualBase, method: 'POST', path: '/write', body: '{}' });
       expect(await write.body.text()).toBe('written');
       expect(versions.at(-1)).toBe('POST 1.1');
+      const read = await dispatcher.request({ origin: upstream.virtualBase, method: 'GET', path: '/object' });
+      read.body.destroy();
+      expect(versions.at(-1)).toBe('GET 1.1');
       for (const watch of watches) watch.end();
     } finally {
       await upstream.destroy();
     }
   });
 
-  it('keeps reads on HTTP/1.1 where the server offers no HTTP/2', async () => {
+  it('keeps watches on HTTP/1.1 where the server offers no HTTP/2', async () => {
     const { server, url } = await startServer(serving, ca);
     servers.push(server);
     const upstream = upstreamTo(url, ca.certPem);
@@ -151,31 +154,31 @@ describe('ClusterUpstream connections', () => {
     dispatcher.setUpstreams([upstream]);
     try {
       await new Promise((resolve) => setTimeout(resolve, 200));
-      const res = await dispatcher.request({ origin: upstream.virtualBase, method: 'GET', path: '/' });
+      const res = await dispatcher.request({ origin: upstream.watchBase, method: 'GET', path: '/' });
       expect(await res.body.text()).toBe('ctrlmesh-proxy');
     } finally {
       await upstream.destroy();
     }
   });
 
-  it('returns reads to HTTP/1.1 when the server stops offering HTTP/2', async () => {
+  it('returns watches to HTTP/1.1 when the server stops offering HTTP/2', async () => {
     const first = await startHttp2Server(5);
     const upstream = upstreamTo(first.url, ca.certPem);
     const dispatcher = new ClusterDispatcher();
     dispatcher.setUpstreams([upstream]);
     try {
-      await untilHttp2(dispatcher, upstream.virtualBase, first.versions);
+      await untilHttp2(dispatcher, upstream.watchBase, first.versions);
       // The same address now serves HTTP/1.1 only, and the HTTP/2 connection is gone.
       await first.stop();
       const { server } = await startServer(serving, ca, Number(new URL(first.url).port));
       servers.push(server);
-      const get = async (): Promise<string> => (await dispatcher.request({ origin: upstream.virtualBase, method: 'GET', path: '/' })).body.text();
-      // The reads that find the connection gone, or HTTP/1.1 on a new one, fail (the client retries, as after any
-      // 503); had the HTTP/2 reads not been given up, every read would fail so.
+      const get = async (): Promise<string> => (await dispatcher.request({ origin: upstream.watchBase, method: 'GET', path: '/' })).body.text();
+      // The watches that find the connection gone, or HTTP/1.1 on a new one, fail (the client retries, as after any
+      // 503); had the HTTP/2 watches not been given up, every one would fail so.
       const failures: string[] = [];
       while ((await get().catch((err: Error) => failures.push(err.message))) !== 'ctrlmesh-proxy') expect(failures.length).toBeLessThan(3);
       expect(failures.at(-1)).toMatch(/no longer offers HTTP\/2/);
-      // The reads after it go over HTTP/1.1.
+      // The watches after it go over HTTP/1.1.
       expect(await get()).toBe('ctrlmesh-proxy');
       expect(await get()).toBe('ctrlmesh-proxy');
     } finally {
