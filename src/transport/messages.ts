@@ -237,6 +237,11 @@ export type ReportedPod = Static<typeof ReportedPodSchema>;
 export type ReportedNamespace = Static<typeof ReportedNamespaceSchema>;
 export type ObjectCount = Static<typeof ObjectCountSchema>;
 export type ClusterReport = Static<typeof ClusterReportSchema>;
+export type Ack = Static<typeof AckSchema>;
+export type RenewRequest = Static<typeof RenewRequestSchema>;
+export type RenewReply = Static<typeof RenewReplySchema>;
+export type HandoverRecord = Static<typeof HandoverRecordSchema>;
+export type HandoverStateRecord = Static<typeof HandoverStateSchema>;
 
 /**
  * Whether two reports say the same thing (send time aside): the agent does not send an unchanged report again, and
@@ -245,11 +250,6 @@ export type ClusterReport = Static<typeof ClusterReportSchema>;
 export function sameReport(a: ClusterReport, b: ClusterReport): boolean {
   return JSON.stringify({ ...a, sentAt: '' }) === JSON.stringify({ ...b, sentAt: '' });
 }
-export type Ack = Static<typeof AckSchema>;
-export type RenewRequest = Static<typeof RenewRequestSchema>;
-export type RenewReply = Static<typeof RenewReplySchema>;
-export type HandoverRecord = Static<typeof HandoverRecordSchema>;
-export type HandoverStateRecord = Static<typeof HandoverStateSchema>;
 
 /** A schema together with the name logs use for it. */
 export interface MessageKind<S extends TSchema> {

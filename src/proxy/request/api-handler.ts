@@ -169,7 +169,7 @@ export function createApiHandler(options: ApiHandlerOptions): (request: FastifyR
     // A read of one object sharded by uid is judged from the answer, which the proxy must then be able to read.
     const judgedObject = byObject?.verb === 'get' ? byObject : undefined;
     const sharded = decision.sharded === true && info.kind === 'resource' ? info : undefined;
-    const watch = sharded?.verb === 'watch';
+    const shardedWatch = sharded?.verb === 'watch';
     let selection: ResourceSelection | undefined;
     if (sharded) {
       selection = entry.view.selectionFor(sharded.group, sharded.resource);
@@ -194,7 +194,7 @@ export function createApiHandler(options: ApiHandlerOptions): (request: FastifyR
     // A list from a cluster whose objects carry no labels: the proxy reads its head (the echo) or all of it.
     const judged = sharded?.verb === 'list' && selection !== undefined && (selection.shardSelector !== undefined || selection.filterLists) ? selection : undefined;
     let accept: string | undefined;
-    if (watch || judged || judgedObject) {
+    if (shardedWatch || judged || judgedObject) {
       const wanted = jsonAccept(request.headers.accept);
       accept = wanted.accept;
       // Table rows must carry each object's labels and namespace for the filter to judge them.
@@ -209,7 +209,7 @@ export function createApiHandler(options: ApiHandlerOptions): (request: FastifyR
         sendJudgedObject({ reply: out, res, entry, info: judgedObject, shard: state.table.shard });
       } else if (judged && info.kind === 'resource' && res.statusCode === 200) {
         sendJudgedList({ reply: out, res, entry, info, selection: judged });
-      } else if (watch && info.kind === 'resource' && res.statusCode === 200) {
+      } else if (shardedWatch && info.kind === 'resource' && res.statusCode === 200) {
         out.send(openFilteredWatch({ entry, info, res, controller, bookmarks: query.get('allowWatchBookmarks') === 'true' }));
         // Node holds response headers until the first body byte; a quiet watch must still start at once.
         out.raw.flushHeaders();
@@ -230,7 +230,7 @@ export function createApiHandler(options: ApiHandlerOptions): (request: FastifyR
           contentType,
           accept,
           // Every answer the proxy reads must come unencoded, a sharded watch's events included.
-          identity: judged !== undefined || judgedObject !== undefined || watch,
+          identity: judged !== undefined || judgedObject !== undefined || shardedWatch,
           watch: info.kind === 'resource' && info.verb === 'watch',
           headers: requests,
           onResponse,
