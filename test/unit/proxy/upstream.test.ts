@@ -77,11 +77,15 @@ describe('ClusterUpstream connections', () => {
    * An HTTP/2 server (HTTP/1.1 too, as kube-apiserver) that allows `streams` streams a connection, counts connections,
    * answers POSTs at once and holds GETs open as watches, recording each request's HTTP version.
    */
-  async function startHttp2Server(streams: number): Promise<{ url: string; connections: () => number; versions: string[]; stop: () => Promise<void> }> {
+  async function startHttp2Server(
+    streams: number,
+    certificate: IssuedCertificate = serving,
+    port = 0,
+  ): Promise<{ url: string; connections: () => number; versions: string[]; stop: () => Promise<void> }> {
     const versions: string[] = [];
     let connections = 0;
     const server = createSecureServer(
-      { cert: serving.certPem, key: serving.keyPem, ca: ca.certPem, requestCert: true, rejectUnauthorized: true, allowHTTP1: true, settings: { maxConcurrentStreams: streams } },
+      { cert: certificate.certPem, key: certificate.keyPem, ca: ca.certPem, requestCert: true, rejectUnauthorized: true, allowHTTP1: true, settings: { maxConcurrentStreams: streams } },
       (req, res) => {
         versions.push(`${req.method} ${req.httpVersion}`);
         res.writeHead(200, { 'content-type': 'text/plain' });
@@ -95,7 +99,7 @@ describe('ClusterUpstream connections', () => {
       sockets.push(socket);
     });
     servers.push(server);
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
     const stop = (): Promise<void> =>
       new Promise((resolve) => {
         server.close(() => resolve());
@@ -181,6 +185,24 @@ describe('ClusterUpstream connections', () => {
       // The watches after it go over HTTP/1.1.
       expect(await get()).toBe('ctrlmesh-proxy');
       expect(await get()).toBe('ctrlmesh-proxy');
+    } finally {
+      await upstream.destroy();
+    }
+  });
+
+  it('verifies the server certificate on the HTTP/2 watch connections too', async () => {
+    const genuine = await startHttp2Server(5);
+    const upstream = upstreamTo(genuine.url, ca.certPem);
+    const dispatcher = new ClusterDispatcher();
+    dispatcher.setUpstreams([upstream]);
+    try {
+      await untilHttp2(dispatcher, upstream.watchBase, genuine.versions);
+      // An impostor takes the address: its certificate comes from a CA the cluster does not trust.
+      await genuine.stop();
+      const other = await createCertificateAuthority({ commonName: 'other-ca' });
+      const impostor = await startHttp2Server(5, await issueCertificate({ ca: other, commonName: 'impostor', ipAddresses: ['127.0.0.1'], usage: 'server' }), Number(new URL(genuine.url).port));
+      await expect(openWatch(dispatcher, upstream.watchBase)).rejects.toThrow(/certificate/);
+      expect(impostor.versions).toEqual([]);
     } finally {
       await upstream.destroy();
     }
