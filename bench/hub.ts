@@ -107,15 +107,14 @@ async function changeToRouteTable(bed: Testbed, debounceMs: number, pacing: Chan
       const bucket = i % 32;
       const seen = new Promise<void>((resolve) => (waiting = { bucket, resolve }));
       const started = performance.now();
+      // A merge patch of the spec once the config exists (an earlier row made it): the agent writes the status
+      // meanwhile, so a replace would conflict.
+      const patch = () => api.patchNamespacedCustomObject({ ...params, body: { spec: handConfig(bucket).spec } }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
       if (i === 0) {
         await kc.makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name: NS } } }).catch(() => undefined);
-        await api.createNamespacedCustomObject({ ...params, body: handConfig(bucket) }).catch(async () => {
-          const existing = (await api.getNamespacedCustomObject(params)) as { metadata: { resourceVersion: string } };
-          await api.replaceNamespacedCustomObject({ ...params, body: { ...handConfig(bucket), metadata: { name: 'bench', namespace: NS, resourceVersion: existing.metadata.resourceVersion } } });
-        });
+        await api.createNamespacedCustomObject({ ...params, body: handConfig(bucket) }).catch(patch);
       } else {
-        // A merge patch of the spec: the agent writes the status meanwhile, so a replace would conflict.
-        await api.patchNamespacedCustomObject({ ...params, body: { spec: handConfig(bucket).spec } }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
+        await patch();
       }
       await seen;
       // The first round includes CRD discovery and the first route table: not a change.

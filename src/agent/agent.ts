@@ -20,7 +20,7 @@ import {
   type RouteTable,
   type Watch,
 } from '../transport/index.js';
-import { DebouncedRunner } from '../runtime/index.js';
+import { CoalescingRunner } from '../runtime/index.js';
 import { ClusterWatch } from './cluster-watch.js';
 import { installCrds } from './crds.js';
 import { Labeller, labelWork } from './labeller.js';
@@ -165,7 +165,7 @@ class AgentLoop {
    * back for the debounce.
    */
   private readonly ownWrites = new Set<string>();
-  private readonly syncer: DebouncedRunner;
+  private readonly syncer: CoalescingRunner;
   private relatedKey = '';
   private unlisten: (() => void) | undefined;
   private readonly options: AgentOptions;
@@ -192,7 +192,7 @@ class AgentLoop {
       signal: this.signal,
       webhook: this.webhook,
     } = context);
-    this.syncer = new DebouncedRunner({ delayMs: this.options.debounceMs, task: () => this.sync() });
+    this.syncer = new CoalescingRunner({ intervalMs: this.options.debounceMs, task: () => this.sync() });
     const { kc } = this;
     this.custom = kc.makeApiClient(CustomObjectsApi);
     this.labeller = new Labeller({ kc, logger: this.logger, metrics: this.metrics, qps: this.options.labelQps });

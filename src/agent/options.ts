@@ -43,6 +43,7 @@ export const AgentOptionsSchema = Type.Object(
      * repeat delivers it. The hub ignores a repeat that matches what it stored.
      */
     reportRepeatMs: Millis(100, 3_600_000),
+    /** Under a steady stream of changes, at most one sync per this long (a burst of a few runs at once). */
     debounceMs: Millis(0, 60_000),
     skipNamespaces: ReadonlyList(Type.String()),
     labelQps: Type.Integer({ minimum: 1, maximum: 10_000 }),

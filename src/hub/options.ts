@@ -37,7 +37,7 @@ export const HubOptionsSchema = Type.Object(
       },
       { additionalProperties: false },
     ),
-    /** Changes arriving within this window are planned together. */
+    /** Under a steady stream of changes, at most one planning pass per this long (a burst of a few runs at once). */
     debounceMs: Millis(0, 60_000),
     /**
      * A shard's proxy fences itself this long after its last lease extension; a handover waits this long for an ack

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { HubMetrics } from '../metrics/index.js';
-import { DebouncedRunner } from '../runtime/index.js';
+import { CoalescingRunner } from '../runtime/index.js';
 import type { Ownership } from '../sharding/index.js';
 import type { KeptBuckets, RouteSigner } from '../transport/index.js';
 import { desiredPlan } from './desired.js';
@@ -24,8 +24,8 @@ export interface PlanningLoopOptions extends Pick<HubOptions, 'debounceMs' | 'pr
 
 export interface PlanningLoop {
   /**
-   * Plans, if leader: at once after a quiet period, else once more `debounceMs` after the pass under way or just
-   * ended, for all the changes that came meanwhile.
+   * Plans, if leader: at once, or once more right after the pass under way for all the changes that came meanwhile;
+   * under a steady stream of changes, one pass per `debounceMs`.
    */
   schedule(): void;
   /** Leadership gained: lease expiry is counted from now on, and a pass is due. */
@@ -39,8 +39,8 @@ export interface PlanningLoop {
 /**
  * The leader's passes, one at a time: the desired plan from the fleet's reports (desired.ts), then the route
  * tables and handovers moved toward it (reconciler.ts). A pass runs after changes, and again at the deadline of
- * the next handover that waits for a lease to expire. The first change after a quiet period is planned at once;
- * the changes that follow within the debounce are folded into one more pass (runtime's `DebouncedRunner`).
+ * the next handover that waits for a lease to expire. A change is planned at once; the changes that come during a pass
+ * are folded into one more, and a steady stream is paced to one pass per `debounceMs` (runtime's `CoalescingRunner`).
  */
 export function createPlanningLoop(options: PlanningLoopOptions): PlanningLoop {
   const { fleet, buckets, signer, metrics, logger, now, isLeader } = options;
@@ -96,7 +96,7 @@ export function createPlanningLoop(options: PlanningLoopOptions): PlanningLoop {
     }
   };
 
-  const runner = new DebouncedRunner({ delayMs: options.debounceMs, task: pass });
+  const runner = new CoalescingRunner({ intervalMs: options.debounceMs, task: pass, now });
 
   return {
     schedule,

@@ -1,1 +1,1 @@
-export { DebouncedRunner } from './debounced-runner.js';
+export { CoalescingRunner, DEFAULT_BURST } from './coalescing-runner.js';
