@@ -123,7 +123,14 @@ async function serve(deps: ProxyDeps, registry: Registry, currentRules: () => Ru
 
   // A log line per request would cost more than the proxying; requests are counted in the metrics instead.
   const quiet = (): LogController => new LogController({ disableRequestLogging: true });
-  const api = Fastify({ loggerInstance: logger.child({ listener: 'api' }) as FastifyBaseLogger, logController: quiet(), forceCloseConnections: true });
+  const api = Fastify({
+    loggerInstance: logger.child({ listener: 'api' }) as FastifyBaseLogger,
+    logController: quiet(),
+    forceCloseConnections: true,
+    // The handler reads the query from the request target itself, as the API server will (parseApiRequest): the
+    // router's own parse of it, on every request, would go unread.
+    routerOptions: { querystringParser: () => ({}) },
+  });
   // Bodies stream to the API server as they come; only lock objects are read (to rename them).
   api.removeAllContentTypeParsers();
   api.addContentTypeParser('*', (_request, payload, done) => done(null, payload));

@@ -32,6 +32,9 @@ export interface ForwardPlan {
   onResponse(reply: FastifyReply, res: UpstreamResponse): void;
 }
 
+/** Retries are the breaker's business; reply-from would otherwise retry GETs on 503. */
+const noRetry = (): null => null;
+
 /** Sends one request to a cluster through reply-from; resolves on an answer, rejects when unreachable. */
 export function forward(request: FastifyRequest, reply: FastifyReply, plan: ForwardPlan): Promise<void> {
   const { upstream } = plan.entry;
@@ -39,8 +42,7 @@ export function forward(request: FastifyRequest, reply: FastifyReply, plan: Forw
     reply.from(`${plan.watch ? upstream.watchBase : upstream.virtualBase}${upstream.upstreamPath(plan.path)}`, {
       queryString: () => plan.query,
       ...(plan.body === undefined ? {} : { body: plan.body, contentType: plan.contentType ?? request.headers['content-type'] ?? 'application/json' }),
-      // Retries are the breaker's business; reply-from would otherwise retry GETs on 503.
-      retryDelay: () => null,
+      retryDelay: noRetry,
       rewriteRequestHeaders: (_req, headers) => {
         stripHeaders(headers, plan.headers);
         headers.host = upstream.server.host;

@@ -34,6 +34,10 @@ export function createClusterBreaker(options: {
     volumeThreshold: settings.volumeThreshold,
     resetTimeout: settings.resetTimeoutMs,
     rollingCountTimeout: settings.rollingCountTimeoutMs,
+    // Opening reads the window's counts only. Latency percentiles would sort every latency in the window (15,000 at
+    // 1,500 requests/s: 3 ms) at each failure and, with snapshots on, every second, for figures nothing reads.
+    rollingPercentilesEnabled: false,
+    enableSnapshots: false,
     name: cluster,
   });
   const child = gauge.labels({ cluster });

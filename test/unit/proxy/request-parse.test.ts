@@ -41,6 +41,16 @@ describe('parseApiRequest: what the API server will execute', () => {
     expect(forwarded('GET', '/apis/rbac.authorization.k8s.io/v1/clusterroles/system%3Aadmin')).toBe('/apis/rbac.authorization.k8s.io/v1/clusterroles/system:admin');
   });
 
+  it('forwards a path in one canonical form, whether the client escaped its characters or not', () => {
+    // pchar text is its own encoding; any other printable character is escaped, sent raw or encoded alike.
+    expect(forwarded('GET', "/api/v1/namespaces/a/configmaps/x-1.~_!$&'()*+,;=:@")).toBe("/api/v1/namespaces/a/configmaps/x-1.~_!$&'()*+,;=:@");
+    for (const raw of ['x[1]', 'x"<>^`{|}\\', 'x%5B1%5D']) {
+      const path = parsed('GET', `/api/v1/namespaces/a/configmaps/${raw}`).path;
+      expect(path).toMatch(/^\/api\/v1\/namespaces\/a\/configmaps\/x(%[0-9A-F]{2}|1)+$/);
+      expect(decodeURIComponent(path.split('/').at(-1)!)).toBe(decodeURIComponent(raw));
+    }
+  });
+
   it('refuses what the API server could read differently (400)', () => {
     for (const target of [
       '/api/v1/namespaces/victim%2Fconfigmaps%2Fx',

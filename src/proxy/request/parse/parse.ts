@@ -1,4 +1,4 @@
-import { encodeSegment, percentDecode } from './percent.js';
+import { encodeSegment, isCanonicalPath, percentDecode } from './percent.js';
 import { QueryParams } from './query.js';
 import { PROXY_SUBRESOURCE, classify, type Refusal, type RequestInfo } from './request-info.js';
 
@@ -45,7 +45,8 @@ export function parseApiRequest(method: string, target: string): ApiRequest | Re
     const raw = segments[i]!;
     const segment = encoded ? percentDecode(raw, false) : raw;
     if (segment === undefined) return { code: 400, message: `path segment "${raw}" has a bad %-escape` };
-    if (segment === '' || segment === '.' || segment === '..' || segment.includes('/') || CONTROL.test(segment)) {
+    // Unencoded, a segment is printable text split at "/": only a decoded one can hold "/" or a control character.
+    if (segment === '' || segment === '.' || segment === '..' || (encoded && (segment.includes('/') || CONTROL.test(segment)))) {
       return { code: 400, message: `path segment "${raw}" is empty, a dot segment, or encodes "/" or a control character: the API server could read it differently` };
     }
     segments[i] = segment;
@@ -62,7 +63,9 @@ export function parseApiRequest(method: string, target: string): ApiRequest | Re
   if (trailingSlash && !(info.kind === 'resource' && info.subresource === PROXY_SUBRESOURCE)) {
     return { code: 400, message: 'the path ends with "/": only a pods or services proxy path may' };
   }
-  const path = `/${classified.segments.map(encodeSegment).join('/')}${trailingSlash ? '/' : ''}`;
+  // Every segment forwarded is one of the request's: unencoded pchar text is its own encoding.
+  const forwarded = encoded || !isCanonicalPath(rawPath) ? classified.segments.map(encodeSegment) : classified.segments;
+  const path = `/${forwarded.join('/')}${trailingSlash ? '/' : ''}`;
   return { cluster, info, path, query };
 }
 

@@ -21,8 +21,15 @@ export function percentDecode(raw: string, query: boolean): string | undefined {
 }
 
 /** Characters a path segment may carry unescaped (RFC 3986 pchar); everything else is escaped as UTF-8. */
-const SEGMENT_UNSAFE = /[^A-Za-z0-9\-._~!$&'()*+,;=:@]/u;
+const PCHAR = "A-Za-z0-9\\-._~!$&'()*+,;=:@";
+const SEGMENT_UNSAFE = new RegExp(`[^${PCHAR}]`, 'u');
 const SEGMENT_UNSAFE_ALL = new RegExp(SEGMENT_UNSAFE.source, 'gu');
+const PCHAR_PATH = new RegExp(`^[${PCHAR}/]*$`, 'u');
+
+/** True when every segment of `path` is pchar text, so encodeSegment would return each one as it is. */
+export function isCanonicalPath(path: string): boolean {
+  return PCHAR_PATH.test(path);
+}
 
 /** A decoded path segment in the form the proxy forwards; the API server decodes it back to the same text. */
 export function encodeSegment(segment: string): string {

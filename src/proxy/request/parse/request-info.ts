@@ -104,8 +104,7 @@ export function classify(method: string, segments: readonly string[], query: Que
     }
   }
   const [resource, name, subresource] = parts as [string, string | undefined, string | undefined];
-  const extra = parts.slice(3);
-  if (extra.length > 0 && subresource !== PROXY_SUBRESOURCE) {
+  if (parts.length > 3 && subresource !== PROXY_SUBRESOURCE) {
     return { code: 404, message: `the path /${segments.join('/')} has segments after its subresource: not a Kubernetes API path` };
   }
   if (subresource === PROXY_SUBRESOURCE && namespace === undefined) {
