@@ -1,8 +1,9 @@
 import { InvalidConfigError } from '../errors.js';
-import { balance } from './balance.js';
+import { Balancer } from './balance.js';
 import { sortedUnique, type PlanningFleet } from './fleet.js';
 import type { Assignment, ClusterInput, Move, OperatorInput, OperatorStats, PlanResult, ShardInput } from './plan-format.js';
 import { compileSelector, matches } from './selector.js';
+import { workArray } from './work-arrays.js';
 
 type Unassigned = PlanResult['unassigned'][number];
 type ShardUnits = Assignment['operators'][string];
@@ -32,6 +33,15 @@ export class OperatorPlanner {
 
   private readonly fleet: PlanningFleet;
   private readonly input: OperatorInput;
+  /**
+   * Work arrays every re-balance and change reuses: a long-lived planner's changes then make no fleet-sized garbage
+   * (whose collection, a major GC of the fleet's heap, set their p95). A cold plan allocates each once.
+   */
+  private readonly balancer = new Balancer();
+  private localWeights = new Float64Array(0);
+  private localPrevious = new Int32Array(0);
+  private toLocal = new Int32Array(0);
+  private ownerBefore = new Int32Array(0);
 
   constructor(from: { fleet: PlanningFleet; input: OperatorInput; previous: ShardUnits | undefined }) {
     const { fleet, input, previous } = from;
@@ -87,7 +97,9 @@ export class OperatorPlanner {
   private setShards(shards: ShardInput[]): void {
     this.shards = shards;
     this.home = shards.map((s) => this.fleet.clusterIndex.get(s.homeCluster));
-    this.planned = shards.flatMap((s, i) => (s.buckets === undefined ? [i] : []));
+    const planned: number[] = [];
+    for (let i = 0; i < shards.length; i++) if ((shards[i] as ShardInput).buckets === undefined) planned.push(i);
+    this.planned = planned;
   }
 
   /** Hand-written configs (and roots without clusters) own what their limits say, in their own cluster. */
@@ -161,12 +173,13 @@ export class OperatorPlanner {
       }
       return;
     }
-    const toLocal = new Int32Array(this.shards.length).fill(-1);
+    const toLocal = (this.toLocal = workArray(this.toLocal, this.shards.length, Int32Array));
+    toLocal.fill(-1, 0, this.shards.length);
     eligible.forEach((si, k) => (toLocal[si] = k));
     const { owner } = this;
     const fleetWeights = this.fleet.weights;
-    const weights = new Float64Array(units.length);
-    const previous = new Int32Array(units.length);
+    const weights = (this.localWeights = workArray(this.localWeights, units.length, Float64Array));
+    const previous = (this.localPrevious = workArray(this.localPrevious, units.length, Int32Array));
     for (let k = 0; k < units.length; k++) {
       const u = units[k] as number;
       weights[k] = fleetWeights[u] as number;
@@ -174,7 +187,7 @@ export class OperatorPlanner {
       previous[k] = o >= 0 ? (toLocal[o] as number) : -1;
     }
     const joinedLocal = joined.map((si) => toLocal[si] as number).filter((k) => k >= 0);
-    const local = balance({ weights, shardCount: eligible.length, previous, joined: joinedLocal });
+    const local = this.balancer.balance({ unitCount: units.length, weights, shardCount: eligible.length, previous, joined: joinedLocal });
     for (let k = 0; k < units.length; k++) {
       const l = local[k] as number;
       owner[units[k] as number] = l >= 0 ? (eligible[l] as number) : -1;
@@ -186,28 +199,35 @@ export class OperatorPlanner {
     return o >= 0 ? (this.shards[o]?.name ?? null) : null;
   }
 
-  /** Runs a change on some partitions and returns the moves it caused. */
-  private changed(partitions: number[], change: () => void): Move[] {
+  /**
+   * Runs a change on some partitions and returns the moves it caused. A change that renumbers the shards returns
+   * how (old index -> new, -1 for a shard removed), so that owners compare as numbers, not names.
+   */
+  private changed(partitions: number[], change: () => Int32Array | undefined): Move[] {
     const unique = [...new Set(partitions)].filter((p) => p >= 0).sort((a, b) => a - b);
-    const names = this.shards.map((s) => s.name);
+    // The shard list is replaced on a change, never altered: this one names the owners before it.
+    const shardsBefore = this.shards;
     const { owner } = this;
-    const before = unique.map((p) => {
+    const before = (this.ownerBefore = workArray(this.ownerBefore, owner.length, Int32Array));
+    for (const p of unique) {
       const units = this.partitionUnitList[p] as Int32Array;
-      const owners = new Int32Array(units.length);
-      for (let k = 0; k < units.length; k++) owners[k] = owner[units[k] as number] as number;
-      return { units, owners };
-    });
-    change();
-    const moves: Move[] = [];
-    for (const { units, owners } of before) {
       for (let k = 0; k < units.length; k++) {
         const u = units[k] as number;
-        const o = owners[k] as number;
-        const from = o >= 0 ? (names[o] as string) : null;
-        const to = this.ownerName(u);
-        if (from !== to) {
-          moves.push({ operator: this.name, cluster: this.fleet.clusterOf(u), bucket: u % this.fleet.bucketCount, from, to, weight: this.fleet.weights[u] as number });
-        }
+        before[u] = owner[u] as number;
+      }
+    }
+    const renumbered = change();
+    const moves: Move[] = [];
+    for (const p of unique) {
+      const units = this.partitionUnitList[p] as Int32Array;
+      for (let k = 0; k < units.length; k++) {
+        const u = units[k] as number;
+        const o = before[u] as number;
+        const now = owner[u] as number;
+        // Shard names are unique: the same shard, or nobody before and after, is no move.
+        if (o < 0 ? now < 0 : now >= 0 && (renumbered ? renumbered[o] : o) === now) continue;
+        const from = o >= 0 ? (shardsBefore[o] as ShardInput).name : null;
+        moves.push({ operator: this.name, cluster: this.fleet.clusterOf(u), bucket: u % this.fleet.bucketCount, from, to: this.ownerName(u), weight: this.fleet.weights[u] as number });
       }
     }
     return moves;
@@ -223,13 +243,19 @@ export class OperatorPlanner {
   weightChanged(unit: number): Move[] {
     if (!this.inScope[unit] || this.fixed[unit]) return [];
     const p = this.partitionOfCluster[Math.floor(unit / this.fleet.bucketCount)] as number;
-    return this.changed([p], () => this.rebalance(p, []));
+    return this.changed([p], () => {
+      this.rebalance(p, []);
+      return undefined;
+    });
   }
 
   /** After a cluster turned Offline or back (only called when moving units of Offline clusters is configured). */
   healthChanged(ci: number): Move[] {
     const partitions = this.planned.some((si) => this.home[si] === ci) ? this.partitionsOfHome(ci) : [];
-    return this.changed(partitions, () => partitions.forEach((p) => this.rebalance(p, [])));
+    return this.changed(partitions, () => {
+      partitions.forEach((p) => this.rebalance(p, []));
+      return undefined;
+    });
   }
 
   /** A planned shard joins (it takes work from the heaviest shards) or leaves (its units go to the lightest). */
@@ -239,26 +265,46 @@ export class OperatorPlanner {
       throw new InvalidConfigError(`operator ${this.name}: changing hand-written shards needs a full plan`);
     }
     const partitions = this.partitionsOfHome(this.fleet.clusterIndex.get(touchedHome));
-    const spans = new Set(this.partitions.flat());
-    const homes = new Set(next.map((s) => this.fleet.clusterIndex.get(s.homeCluster)));
-    // Without a cluster selector the operator spans its shards' home clusters: a change of those is a new plan.
-    const universeChanges = this.input.clusters === undefined && (homes.size !== spans.size || [...homes].some((ci) => ci === undefined || !spans.has(ci)));
-    if (partitions.length === 0 || partitions[0] === -1 || universeChanges) {
+    if (partitions.length === 0 || partitions[0] === -1 || this.universeChanges(next)) {
       throw new InvalidConfigError(`operator ${this.name}: the change alters the clusters it spans; make a full plan`);
     }
     return this.changed(partitions, () => {
-      const oldNames = this.shards.map((s) => s.name);
-      const index = new Map(next.map((s, i) => [s.name, i]));
-      const remap = Int32Array.from(oldNames, (n) => index.get(n) ?? -1);
-      for (let u = 0; u < this.owner.length; u++) {
-        const o = this.owner[u] as number;
-        if (o >= 0) this.owner[u] = remap[o] as number;
-      }
-      this.setShards(next);
-      const old = new Set(oldNames);
-      const joined = next.flatMap((s, i) => (old.has(s.name) ? [] : [i]));
+      const { remap, joined } = this.renumber(next);
       partitions.forEach((p) => this.rebalance(p, joined));
+      return remap;
     });
+  }
+
+  /** Without a cluster selector the operator spans its shards' home clusters: a change of those is a new plan. */
+  private universeChanges(next: readonly ShardInput[]): boolean {
+    if (this.input.clusters !== undefined) return false;
+    const spans = new Set(this.partitions.flat());
+    const homes = new Set(next.map((s) => this.fleet.clusterIndex.get(s.homeCluster)));
+    return homes.size !== spans.size || [...homes].some((ci) => ci === undefined || !spans.has(ci));
+  }
+
+  /**
+   * Takes the next shard list: owners follow their shard to its new index (a removed shard's units have none).
+   * Returns the new index of each old one (-1: removed) and the indices of the shards that joined.
+   */
+  private renumber(next: ShardInput[]): { remap: Int32Array; joined: number[] } {
+    const old = this.shards;
+    const remap = new Int32Array(old.length).fill(-1);
+    const joined: number[] = [];
+    // Both lists are sorted by name without repeats: one walk pairs them.
+    for (let i = 0, j = 0; j < next.length; j++) {
+      const name = (next[j] as ShardInput).name;
+      while (i < old.length && (old[i] as ShardInput).name < name) i++;
+      if (i < old.length && (old[i] as ShardInput).name === name) remap[i++] = j;
+      else joined.push(j);
+    }
+    const { owner } = this;
+    for (let u = 0; u < owner.length; u++) {
+      const o = owner[u] as number;
+      if (o >= 0) owner[u] = remap[o] as number;
+    }
+    this.setShards(next);
+    return { remap, joined };
   }
 
   get shardList(): readonly ShardInput[] {
@@ -289,7 +335,8 @@ export class OperatorPlanner {
     const current: number[][] = [];
     const currentCluster = new Int32Array(S).fill(-1);
     const loadOf = new Float64Array(S);
-    let moved: { units: Int32Array; from: Int32Array; to: Int32Array; weights: Float64Array } | undefined;
+    // Who owned a unit before is the baseline's, which never changes: only the unit, its owner and weight are taken.
+    let moved: { units: Int32Array; to: Int32Array; weights: Float64Array } | undefined;
     let moveCount = 0;
     let totalWeight = 0;
     let heaviestUnit = 0;
@@ -324,9 +371,8 @@ export class OperatorPlanner {
         const to = o >= 0 ? (names[o] as string) : null;
         if (from !== to) {
           const n = fleet.unitCount;
-          moved ??= { units: new Int32Array(n), from: new Int32Array(n), to: new Int32Array(n), weights: new Float64Array(n) };
+          moved ??= { units: new Int32Array(n), to: new Int32Array(n), weights: new Float64Array(n) };
           moved.units[moveCount] = u;
-          moved.from[moveCount] = p;
           moved.to[moveCount] = o;
           moved.weights[moveCount] = w;
           moveCount++;
@@ -342,7 +388,7 @@ export class OperatorPlanner {
       const list: Move[] = [];
       for (let k = 0; k < moveCount && moved; k++) {
         const u = moved.units[k] as number;
-        const p = moved.from[k] as number;
+        const p = baselineOwner[u] as number;
         const o = moved.to[k] as number;
         list.push({
           operator,

@@ -338,4 +338,48 @@ describe('Planner.apply (incremental)', () => {
       }),
     );
   });
+
+  it('one planner through a chain of changes, growing and shrinking, keeps giving what full plans give (property)', () => {
+    // A long-lived planner reuses its work arrays between changes: what a larger problem left in them must not leak.
+    const change = fc.oneof(
+      fc.record({ type: fc.constant('add' as const), home: fc.nat(4) }),
+      fc.record({ type: fc.constant('remove' as const), pick: fc.nat(8) }),
+      fc.record({ type: fc.constant('objects' as const), pick: fc.nat(60), objects: fc.nat(5000) }),
+    );
+    fc.assert(
+      fc.property(fleetArb(true), fc.array(change, { minLength: 1, maxLength: 8 }), (start, changes) => {
+        const planner = new Planner(start);
+        let input = start;
+        let previous: Assignment = planner.result().assignment;
+        let added = 0;
+        for (const c of changes) {
+          const list = shards(input);
+          let step: Parameters<Planner['apply']>[0];
+          if (c.type === 'add') {
+            const shard = { name: `zz-${added++}`, homeCluster: input.clusters[c.home % input.clusters.length]!.name };
+            step = { type: 'addShard', operator: 'ops/root', shard };
+            input = withShards(input, [...list, shard]);
+          } else if (c.type === 'remove') {
+            if (list.length < 2) continue;
+            const removed = list[c.pick % list.length]!;
+            step = { type: 'removeShard', operator: 'ops/root', shard: removed.name };
+            input = withShards(input, list.filter((s) => s !== removed));
+          } else {
+            const weight = input.weights[c.pick % Math.max(1, input.weights.length)];
+            if (!weight) continue;
+            step = { type: 'objects', cluster: weight.cluster, namespace: weight.namespace, objects: c.objects };
+            input = withWeights(input, [
+              ...input.weights.filter((w) => w.cluster !== weight.cluster || w.namespace !== weight.namespace),
+              { cluster: weight.cluster, namespace: weight.namespace, objects: c.objects },
+            ]);
+          }
+          const moves = planner.apply(step);
+          const full = plan(input, previous);
+          expect(planner.result().assignment).toEqual(full.assignment);
+          expect(moves).toEqual(full.moves);
+          previous = full.assignment;
+        }
+      }),
+    );
+  });
 });
