@@ -142,17 +142,40 @@ async function pump(count: number, window: number, send: (i: number) => void, re
 }
 
 /**
- * CPU µs a process's live threads have run so far, from /proc/<pid>/task/<tid>/schedstat (nanoseconds; /proc's
- * stat counts 10 ms ticks, too coarse for a one-second run). nats-server's threads live as long as it does.
+ * CPU µs a process's live threads, and those of its live descendants, have run so far, from
+ * /proc/<pid>/task/<tid>/schedstat (nanoseconds; /proc's stat counts 10 ms ticks, too coarse for a one-second run).
+ * Descendants count because a server may serve from worker processes (the proxy's workers). nats-server's threads
+ * live as long as it does.
  */
 export async function processCpuUs(pid: number | undefined): Promise<number> {
   if (pid === undefined) return 0;
   let ns = 0;
-  for (const tid of await readdir(`/proc/${pid}/task`)) {
-    const text = await readFile(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').catch(() => '0');
-    ns += Number(text.split(' ')[0]);
+  for (const member of [pid, ...(await descendants(pid))]) {
+    for (const tid of await readdir(`/proc/${member}/task`).catch(() => [])) {
+      const text = await readFile(`/proc/${member}/task/${tid}/schedstat`, 'utf8').catch(() => '0');
+      ns += Number(text.split(' ')[0]);
+    }
   }
   return ns / 1000;
+}
+
+/** The live descendants of a process, from every process's parent in /proc/<pid>/stat. */
+async function descendants(root: number): Promise<number[]> {
+  const parents = new Map<number, number>();
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const stat = await readFile(`/proc/${entry}/stat`, 'utf8').catch(() => '');
+    // pid (comm) state ppid ...: comm may hold spaces and parentheses, so read after the last ')'.
+    const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    if (Number.isInteger(ppid)) parents.set(Number(entry), ppid);
+  }
+  const found: number[] = [];
+  const isBelow = (pid: number): boolean => {
+    for (let p = parents.get(pid); p !== undefined && p > 1; p = parents.get(p)) if (p === root) return true;
+    return false;
+  };
+  for (const pid of parents.keys()) if (isBelow(pid)) found.push(pid);
+  return found;
 }
 
 export function median(values: number[]): number {

@@ -30,6 +30,8 @@ const WATCHES = 200;
 const WATCH_UPDATES = 400;
 /** The logic-free Node forwarder (bench/probes/forwarder.ts), a target of its own process. */
 const FORWARDER = join(HERE, 'probes', 'forwarder.js');
+/** BENCH_PROXY_WORKERS=<n>: also n ctrlmesh proxies sharing one port (bench/probes/proxy-workers.ts). */
+const PROXY_WORKERS = join(HERE, 'probes', 'proxy-workers.js');
 /** LIST 5,000: that many ConfigMaps in a namespace of their own, created LARGE_CREATORS at a time. */
 const LARGE_OBJECTS = 5000;
 const LARGE_CREATORS = 16;
@@ -689,6 +691,8 @@ async function proxyRows(progress: (message: string) => void, sections: Readonly
       const checkout = basename(resolve(dirname(cli), '../../..'));
       baselines.push({ name: `ctrlmesh proxy (baseline build ${checkout})`, ...(await startCtrlmesh(cli, `baseline-${i}`)) });
     }
+    const workers = Number(process.env.BENCH_PROXY_WORKERS ?? '0');
+    if (workers > 0) baselines.push({ name: `ctrlmesh proxy x${workers} processes (no coordination)`, ...(await startCtrlmesh(PROXY_WORKERS, 'workers')) });
 
     const proxyTarget = (name: string, url: string, child: ChildProcess, gc: boolean): Target => ({
       name,
