@@ -37,6 +37,18 @@ function watchEvents(url: string, signal: AbortSignal): { events: { type: string
   return { events, done };
 }
 
+/** GETs a URL with node:http (no decoding): the answer's headers and bytes as they came. */
+function getRaw(url: string, headers: Record<string, string> = {}): Promise<{ headers: Record<string, string | string[] | undefined>; body: Buffer }> {
+  return new Promise((resolve, reject) => {
+    request(url, { headers }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c)).on('end', () => resolve({ headers: res.headers, body: Buffer.concat(chunks) }));
+    })
+      .on('error', reject)
+      .end();
+  });
+}
+
 /** Sends an exec upgrade (WebSocket, as kubectl 1.30+ does) through the proxy; resolves with the answer's status and body. */
 function execUpgrade(url: string): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
@@ -60,6 +72,11 @@ function execUpgrade(url: string): Promise<{ status: number; body: string }> {
     req.on('error', reject);
     req.end();
   });
+}
+
+/** The sorted namespace/name of a list's items. */
+function listedNames(json: Buffer): string[] {
+  return (JSON.parse(json.toString('utf8')) as { items: V1ConfigMap[] }).items.map((c) => `${c.metadata?.namespace}/${c.metadata?.name}`).sort();
 }
 
 describe('the proxy in front of real API servers, with a static route table', () => {
@@ -119,25 +136,43 @@ describe('the proxy in front of real API servers, with a static route table', ()
       await admin.createNamespacedConfigMap({ namespace: ownedNs, body: { metadata: { name: `big-${i}`, labels: { [HASH_LABEL]: String(bucket(ownedNs)), app: 'big' } }, data: { filler } } });
     }
     await labelled('big-theirs', foreignNs, { app: 'big' });
-    const get = (headers: Record<string, string>): Promise<{ encoding: string | undefined; body: Buffer }> =>
-      new Promise((resolve, reject) => {
-        request(`${harness.proxy.apiUrl}/api/v1/configmaps?labelSelector=app%3Dbig`, { headers }, (res) => {
-          const chunks: Buffer[] = [];
-          res.on('data', (c: Buffer) => chunks.push(c)).on('end', () => resolve({ encoding: res.headers['content-encoding'], body: Buffer.concat(chunks) }));
-        })
-          .on('error', reject)
-          .end();
-      });
-    const names = (json: string): string[] => (JSON.parse(json) as { items: V1ConfigMap[] }).items.map((c) => `${c.metadata?.namespace}/${c.metadata?.name}`).sort();
+    const url = `${harness.proxy.apiUrl}/api/v1/configmaps?labelSelector=app%3Dbig`;
     const expected = Array.from({ length: 40 }, (_, i) => `${ownedNs}/big-${i}`).sort();
 
-    const plain = await get({});
-    expect(plain.encoding).toBeUndefined();
-    expect(names(plain.body.toString('utf8'))).toEqual(expected);
+    const plain = await getRaw(url);
+    expect(plain.headers['content-encoding']).toBeUndefined();
+    expect(listedNames(plain.body)).toEqual(expected);
     // The client's own encoding passes through: the API server compressed it, the client decodes it.
-    const encoded = await get({ 'accept-encoding': 'gzip' });
-    expect(encoded.encoding).toBe('gzip');
-    expect(names(gunzipSync(encoded.body).toString('utf8'))).toEqual(expected);
+    const encoded = await getRaw(url, { 'accept-encoding': 'gzip' });
+    expect(encoded.headers['content-encoding']).toBe('gzip');
+    expect(listedNames(gunzipSync(encoded.body))).toEqual(expected);
+  });
+
+  it('sends an answer that ends within 256 KiB whole with its length, and a longer one streamed, each complete', async () => {
+    const filler = 'y'.repeat(4096);
+    for (let i = 0; i < 80; i++) {
+      await admin.createNamespacedConfigMap({ namespace: ownedNs, body: { metadata: { name: `huge-${i}`, labels: { [HASH_LABEL]: String(bucket(ownedNs)), app: 'huge' } }, data: { filler } } });
+    }
+    const url = `${harness.proxy.apiUrl}/api/v1/namespaces/${ownedNs}/configmaps?labelSelector=app%3Dhuge`;
+    const all = Array.from({ length: 80 }, (_, i) => `${ownedNs}/huge-${i}`).sort();
+
+    // About 130 KiB: read whole, sent with its length.
+    const page = await getRaw(`${url}&limit=30`);
+    expect(page.headers['content-length']).toBe(String(page.body.length));
+    expect(page.headers['transfer-encoding']).toBeUndefined();
+    expect(listedNames(page.body)).toEqual(all.slice(0, 30));
+    // About 340 KiB: streamed on, the part read first included.
+    const whole = await getRaw(url);
+    expect(whole.body.length).toBeGreaterThan(256 * 1024);
+    expect(whole.headers['content-length']).toBeUndefined();
+    expect(whole.headers['transfer-encoding']).toBe('chunked');
+    expect(listedNames(whole.body)).toEqual(all);
+    // One object: whole, byte for byte what the API server answers.
+    const one = await getRaw(`${harness.proxy.apiUrl}/api/v1/namespaces/${ownedNs}/configmaps/huge-7`);
+    expect(one.headers['content-length']).toBe(String(one.body.length));
+    const read = JSON.parse(one.body.toString('utf8')) as V1ConfigMap;
+    const direct = await admin.readNamespacedConfigMap({ namespace: ownedNs, name: 'huge-7' });
+    expect([read.metadata?.uid, read.metadata?.resourceVersion, read.data?.filler]).toEqual([direct.metadata?.uid, direct.metadata?.resourceVersion, filler]);
   });
 
   it('gives an empty list, not an error, in a cluster where the shard owns nothing', async () => {

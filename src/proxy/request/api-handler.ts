@@ -12,6 +12,7 @@ import { judgeList } from './list-filter.js';
 import { isRefusal, isWrite, parseApiRequest, readBoundedBody, type HeaderPolicy, type RequestInfo, type ResourceRequest } from './parse/index.js';
 import { statusBody, statusFor, type KubeStatus } from './status.js';
 import { WatchEventFilter } from './watch-filter.js';
+import { sendWhole } from './whole-body.js';
 
 export function sendStatus(reply: FastifyReply, status: KubeStatus, retryAfterSeconds?: number): FastifyReply {
   if (retryAfterSeconds !== undefined) reply.header('retry-after', String(retryAfterSeconds));
@@ -217,6 +218,8 @@ export function createApiHandler(options: ApiHandlerOptions): (request: FastifyR
         out.send(openFilteredWatch({ entry, info, res, controller, bookmarks: query.get('allowWatchBookmarks') === 'true' }));
         // Node holds response headers until the first body byte; a quiet watch must still start at once.
         out.raw.flushHeaders();
+      } else if (endsByItself(info)) {
+        sendWhole(out, res);
       } else {
         out.send(res.stream);
       }
@@ -327,4 +330,12 @@ function openFilteredWatch(options: {
     res.stream.destroy();
   });
   return filter;
+}
+
+/**
+ * Whether the API server's answer to a request ends by itself, soon: an object or a list, whatever the verb, but not
+ * a watch, nor a subresource other than status (a followed log, a proxied connection stream for as long as they last).
+ */
+function endsByItself(info: RequestInfo): boolean {
+  return info.kind === 'resource' && info.verb !== 'watch' && (info.subresource === undefined || info.subresource === 'status');
 }
