@@ -1,5 +1,6 @@
 import type { FastifyReply } from 'fastify';
 import type { UpstreamResponse } from './forward.js';
+import { collectUpTo } from './parse/index.js';
 
 /**
  * Answers that end within this many bytes are read whole and sent with their head: one write to the client, where
@@ -15,35 +16,18 @@ export const WHOLE_BODY_BYTES = 256 * 1024;
  */
 export function sendWhole(reply: FastifyReply, res: UpstreamResponse, limit = WHOLE_BODY_BYTES): void {
   const { stream } = res;
-  const chunks: Buffer[] = [];
-  let size = 0;
-  const detach = (): void => {
-    stream.off('data', onData);
-    stream.off('end', onEnd);
-    stream.off('error', onError);
-  };
-  const onData = (chunk: Buffer): void => {
-    chunks.push(chunk);
-    size += chunk.length;
-    if (size <= limit) return;
-    detach();
-    stream.pause();
-    stream.unshift(chunks.length === 1 ? chunk : Buffer.concat(chunks, size));
-    reply.send(stream);
-  };
-  const onEnd = (): void => {
-    detach();
-    // The API server's framing (chunked) does not apply to a body sent whole: the reply gets its length instead.
-    reply.removeHeader('transfer-encoding');
-    reply.removeHeader('content-length');
-    reply.send(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
-  };
-  // The API server's connection failed mid-answer: the client's is cut too, as it would be with the answer streaming.
-  const onError = (err: Error): void => {
-    detach();
-    reply.raw.destroy(err);
-  };
-  stream.on('error', onError);
-  stream.on('end', onEnd);
-  stream.on('data', onData);
+  collectUpTo(stream, limit, {
+    whole: (chunks, size) => {
+      // The API server's framing (chunked) does not apply to a body sent whole: the reply gets its length instead.
+      reply.removeHeader('transfer-encoding');
+      reply.removeHeader('content-length');
+      reply.send(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
+    },
+    over: (chunks, size) => {
+      stream.unshift(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
+      reply.send(stream);
+    },
+    // The API server's connection failed mid-answer: the client's is cut too, as it would be with the answer streaming.
+    failed: (err) => reply.raw.destroy(err),
+  });
 }

@@ -12,34 +12,50 @@ export const DEFAULT_MAX_BODY_BYTES = 3 * 1024 * 1024;
 export function readBoundedBody(stream: Readable, limit: number, declaredLength?: string): Promise<string> {
   if (declaredLength !== undefined && Number(declaredLength) > limit) return Promise.reject(new BodyTooLargeError(limit));
   return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    const done = (): void => {
-      stream.off('data', onData);
-      stream.off('end', onEnd);
-      stream.off('error', onError);
-    };
-    const onData = (chunk: Buffer | string): void => {
-      const buffer = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
-      size += buffer.length;
-      if (size > limit) {
-        done();
-        stream.pause();
-        reject(new BodyTooLargeError(limit));
-        return;
-      }
-      chunks.push(buffer);
-    };
-    const onEnd = (): void => {
-      done();
-      resolve(Buffer.concat(chunks).toString('utf8'));
-    };
-    const onError = (err: Error): void => {
-      done();
-      reject(err);
-    };
-    stream.on('data', onData);
-    stream.on('end', onEnd);
-    stream.on('error', onError);
+    collectUpTo(stream, limit, {
+      whole: (chunks) => resolve(Buffer.concat(chunks).toString('utf8')),
+      over: () => reject(new BodyTooLargeError(limit)),
+      failed: reject,
+    });
   });
+}
+
+/** What collectUpTo tells, once: the stream ended, passed the limit, or failed. */
+export interface CollectHandlers {
+  /** Ended within the limit: everything it gave. */
+  whole(chunks: Buffer[], size: number): void;
+  /** Passed the limit: what it gave so far, the chunk that passed it included; the stream is paused, the rest unread. */
+  over(chunks: Buffer[], size: number): void;
+  failed(err: Error): void;
+}
+
+/** Reads a stream into memory until it ends or passes `limit` bytes, whichever comes first, then lets go of it. */
+export function collectUpTo(stream: Readable, limit: number, handlers: CollectHandlers): void {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  const done = (): void => {
+    stream.off('data', onData);
+    stream.off('end', onEnd);
+    stream.off('error', onError);
+  };
+  const onData = (chunk: Buffer | string): void => {
+    const buffer = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
+    chunks.push(buffer);
+    size += buffer.length;
+    if (size <= limit) return;
+    done();
+    stream.pause();
+    handlers.over(chunks, size);
+  };
+  const onEnd = (): void => {
+    done();
+    handlers.whole(chunks, size);
+  };
+  const onError = (err: Error): void => {
+    done();
+    handlers.failed(err);
+  };
+  stream.on('data', onData);
+  stream.on('end', onEnd);
+  stream.on('error', onError);
 }
