@@ -3,6 +3,7 @@ import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { loadavg, tmpdir } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { gunzipSync } from 'node:zlib';
 import { Pool } from 'undici';
 import { freePort, resolveTool, startApiServer, startEtcd, type ApiServerHandle, type EtcdHandle } from '../src/dev/index.js';
 import { ClusterShardView, decide, isRefusal, parseApiRequest } from '../src/proxy/index.js';
@@ -77,8 +78,8 @@ async function listenOverflows(): Promise<number> {
   return Number(values[names.indexOf('ListenOverflows')] ?? Number.NaN);
 }
 
-async function call(target: Target, path: string): Promise<void> {
-  const res = await target.pool.request({ method: 'GET', path });
+async function call(target: Target, path: string, headers?: Record<string, string>): Promise<void> {
+  const res = await target.pool.request({ method: 'GET', path, ...(headers ? { headers } : {}) });
   // The whole body: dump() takes a finite limit only (Infinity falls back to 128 KiB, past which it destroys the body,
   // so a LIST of 5,000 was read 128 KiB far and then aborted).
   await res.body.dump({ limit: Number.MAX_SAFE_INTEGER });
@@ -86,24 +87,24 @@ async function call(target: Target, path: string): Promise<void> {
 }
 
 /** Sequential requests (after `warmup` untimed): wall-clock latency per request in ms, sorted. */
-async function latencies(target: Target, path: string, count: number, warmup = 30): Promise<number[]> {
-  for (let i = 0; i < warmup; i++) await call(target, path);
+async function latencies(target: Target, path: string, count: number, warmup = 30, headers?: Record<string, string>): Promise<number[]> {
+  for (let i = 0; i < warmup; i++) await call(target, path, headers);
   const times: number[] = [];
   for (let i = 0; i < count; i++) {
     const start = process.hrtime.bigint();
-    await call(target, path);
+    await call(target, path, headers);
     times.push(Number(process.hrtime.bigint() - start) / 1e6);
   }
   return times.sort((a, b) => a - b);
 }
 
 /** `count` requests with `concurrency` in flight: requests per second. */
-async function throughput(target: Target, path: string, count: number, concurrency = CONCURRENCY): Promise<number> {
+async function throughput(target: Target, path: string, count: number, concurrency = CONCURRENCY, headers?: Record<string, string>): Promise<number> {
   let next = 0;
   const start = process.hrtime.bigint();
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
-      while (next++ < count) await call(target, path);
+      while (next++ < count) await call(target, path, headers);
     }),
   );
   return count / (Number(process.hrtime.bigint() - start) / 1e9);
@@ -347,19 +348,30 @@ async function getListRows(bed: Bed): Promise<BenchRow[]> {
   return rows;
 }
 
-/** LIST of LARGE_OBJECTS ConfigMaps through every target: wall ms, lists/s, CPU of the serving process and the API server. */
+/**
+ * LIST of LARGE_OBJECTS ConfigMaps through every target: wall ms, lists/s, CPU of the serving process and the API
+ * server; by a client that asks for no encoding, then by one that asks for gzip, as client-go does.
+ */
 async function largeListRows(bed: Bed): Promise<BenchRow[]> {
-  const { server, targets, bucket, progress } = bed;
-  const namespace = namespaceInBucket('bench-large', bucket);
-  progress(`LIST ${LARGE_OBJECTS}: creating namespace ${namespace} and ${LARGE_OBJECTS} ConfigMaps (${LARGE_CREATORS} at a time)`);
+  const namespace = namespaceInBucket('bench-large', bed.bucket);
+  bed.progress(`LIST ${LARGE_OBJECTS}: creating namespace ${namespace} and ${LARGE_OBJECTS} ConfigMaps (${LARGE_CREATORS} at a time)`);
   await createMany(bed, namespace, LARGE_OBJECTS);
+  return [...(await largeListClientRows(bed, namespace, 'plain')), ...(await largeListClientRows(bed, namespace, 'gzip'))];
+}
+
+async function largeListClientRows(bed: Bed, namespace: string, client: 'plain' | 'gzip'): Promise<BenchRow[]> {
+  const { server, targets, progress } = bed;
+  // The API server compresses an answer over 128 KiB for a client that asks; every proxy passes it on encoded.
+  const headers = client === 'gzip' ? { 'accept-encoding': 'gzip' } : undefined;
+  const name = client === 'gzip' ? `LIST ${LARGE_OBJECTS} (client asks for gzip)` : `LIST ${LARGE_OBJECTS}`;
   const path = `/api/v1/namespaces/${namespace}/configmaps?labelSelector=app%3Dbench`;
   // Every target must list all of them (ctrlmesh adds its shard's selector; every object carries the bucket's label).
   const checks = new Map<Target, { items: number; bytes: number }>();
   for (const target of targets) {
-    const res = await target.pool.request({ method: 'GET', path });
-    const text = await res.body.text();
-    checks.set(target, { items: res.statusCode === 200 ? ((JSON.parse(text) as { items: unknown[] }).items.length) : -res.statusCode, bytes: text.length });
+    const res = await target.pool.request({ method: 'GET', path, ...(headers ? { headers } : {}) });
+    const bytes = Buffer.from(await res.body.arrayBuffer());
+    const text = res.headers['content-encoding'] === 'gzip' ? gunzipSync(bytes).toString('utf8') : bytes.toString('utf8');
+    checks.set(target, { items: res.statusCode === 200 ? ((JSON.parse(text) as { items: unknown[] }).items.length) : -res.statusCode, bytes: bytes.length });
   }
   const apiPid = server.pid();
   const loads: number[] = [loadavg()[0]!];
@@ -367,13 +379,13 @@ async function largeListRows(bed: Bed): Promise<BenchRow[]> {
   const perRound = targets.map(() => [] as Run[]);
   const perTarget = LARGE_WARMUP + LARGE_SEQUENTIAL + LARGE_THROUGHPUT;
   for (let r = 0; r < LARGE_ROUNDS; r++) {
-    progress(`LIST ${LARGE_OBJECTS} round ${r + 1}/${LARGE_ROUNDS}: each target ${LARGE_SEQUENTIAL} sequential, then ${LARGE_THROUGHPUT} with ${LARGE_CONCURRENCY} in flight`);
+    progress(`${name} round ${r + 1}/${LARGE_ROUNDS}: each target ${LARGE_SEQUENTIAL} sequential, then ${LARGE_THROUGHPUT} with ${LARGE_CONCURRENCY} in flight`);
     for (let k = 0; k < targets.length; k++) {
       const t = (r + k) % targets.length;
       const target = targets[t]!;
       const [cpu0, api0] = [await processCpuUs(target.pid), await processCpuUs(apiPid)];
-      const times = await latencies(target, path, LARGE_SEQUENTIAL, LARGE_WARMUP);
-      const rps = await throughput(target, path, LARGE_THROUGHPUT, LARGE_CONCURRENCY);
+      const times = await latencies(target, path, LARGE_SEQUENTIAL, LARGE_WARMUP, headers);
+      const rps = await throughput(target, path, LARGE_THROUGHPUT, LARGE_CONCURRENCY, headers);
       const [cpu1, api1] = [await processCpuUs(target.pid), await processCpuUs(apiPid)];
       perRound[t]!.push({ p50: percentile(times, 0.5), max: times.at(-1)!, rps, cpuUs: (cpu1 - cpu0) / perTarget, apiCpuUs: (api1 - api0) / perTarget });
     }
@@ -384,7 +396,7 @@ async function largeListRows(bed: Bed): Promise<BenchRow[]> {
     const runs = perRound[t]!;
     const check = checks.get(target)!;
     return {
-      case: `LIST ${LARGE_OBJECTS} ${target.name}`,
+      case: `${name} ${target.name}`,
       items: check.items,
       KiBPerList: round(check.bytes / 1024, 0),
       p50Ms: round(overRounds(runs, (m) => m.p50), 1),
@@ -399,12 +411,13 @@ async function largeListRows(bed: Bed): Promise<BenchRow[]> {
             cpuUsPerRequest: Math.round(overRounds(runs, (m) => m.cpuUs)),
             cpuVsKubectlProxy: round(overRounds(runs, (m, r) => m.cpuUs / kubectlRuns[r]!.cpuUs), 2),
           }),
-      // The API server's CPU per list of this target: kubectl proxy asks for gzip (Go's transport does), the others do not.
+      // The API server's CPU per list of this target: kubectl proxy asks for gzip for a client that does not (Go's
+      // transport does), the others do not.
       apiServerCpuUsPerRequest: Math.round(overRounds(runs, (m) => m.apiCpuUs)),
     };
   });
   loads.push(loadavg()[0]!);
-  rows.push(loadRow(`LIST ${LARGE_OBJECTS}: machine load`, loads));
+  rows.push(loadRow(`${name}: machine load`, loads));
   return rows;
 }
 
