@@ -4,8 +4,8 @@ import { collectUpTo } from './parse/index.js';
 
 /**
  * Answers that end within this many bytes are read whole and sent with their head: one write to the client, where
- * streaming costs a write for the head, one for every chunk the API server sent (about 4 KiB each, so some 20 for a
- * LIST of 100 ConfigMaps) and one for the last chunk. 16 answers in flight hold 4 MiB at most.
+ * streaming costs a write for the head, one for every chunk the API server sent (about 4 KiB each) and one for the
+ * last chunk. 16 answers in flight hold 4 MiB at most.
  */
 export const WHOLE_BODY_BYTES = 256 * 1024;
 
