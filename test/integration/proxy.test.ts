@@ -37,10 +37,10 @@ function watchEvents(url: string, signal: AbortSignal): { events: { type: string
   return { events, done };
 }
 
-/** GETs a URL with node:http (no decoding): the answer's headers and bytes as they came. */
-function getRaw(url: string, headers: Record<string, string> = {}): Promise<{ headers: Record<string, string | string[] | undefined>; body: Buffer }> {
+/** GETs (or HEADs) a URL with node:http (no decoding): the answer's headers and bytes as they came. */
+function getRaw(url: string, headers: Record<string, string> = {}, method = 'GET'): Promise<{ headers: Record<string, string | string[] | undefined>; body: Buffer }> {
   return new Promise((resolve, reject) => {
-    request(url, { headers }, (res) => {
+    request(url, { headers, method }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c)).on('end', () => resolve({ headers: res.headers, body: Buffer.concat(chunks) }));
     })
@@ -170,6 +170,10 @@ describe('the proxy in front of real API servers, with a static route table', ()
     // One object: whole, byte for byte what the API server answers.
     const one = await getRaw(`${harness.proxy.apiUrl}/api/v1/namespaces/${ownedNs}/configmaps/huge-7`);
     expect(one.headers['content-length']).toBe(String(one.body.length));
+    // HEAD (which the API server answers with a Status): no body, and the length the API server gave, not rewritten.
+    const head = await getRaw(`${harness.proxy.apiUrl}/api/v1/namespaces/${ownedNs}/configmaps/huge-7`, {}, 'HEAD');
+    expect(head.body.length).toBe(0);
+    expect(Number(head.headers['content-length'])).toBeGreaterThan(0);
     const read = JSON.parse(one.body.toString('utf8')) as V1ConfigMap;
     const direct = await admin.readNamespacedConfigMap({ namespace: ownedNs, name: 'huge-7' });
     expect([read.metadata?.uid, read.metadata?.resourceVersion, read.data?.filler]).toEqual([direct.metadata?.uid, direct.metadata?.resourceVersion, filler]);

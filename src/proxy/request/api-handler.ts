@@ -218,7 +218,7 @@ export function createApiHandler(options: ApiHandlerOptions): (request: FastifyR
         out.send(openFilteredWatch({ entry, info, res, controller, bookmarks: query.get('allowWatchBookmarks') === 'true' }));
         // Node holds response headers until the first body byte; a quiet watch must still start at once.
         out.raw.flushHeaders();
-      } else if (endsByItself(info)) {
+      } else if (endsByItself(info) && request.method !== 'HEAD') {
         sendWhole(out, res);
       } else {
         out.send(res.stream);
@@ -335,6 +335,7 @@ function openFilteredWatch(options: {
 /**
  * Whether the API server's answer to a request ends by itself, soon: an object or a list, whatever the verb, but not
  * a watch, nor a subresource other than status (a followed log, a proxied connection stream for as long as they last).
+ * (A HEAD's answer has no body but keeps the length of the one it stands for: it passes as it is.)
  */
 function endsByItself(info: RequestInfo): boolean {
   return info.kind === 'resource' && info.verb !== 'watch' && (info.subresource === undefined || info.subresource === 'status');
