@@ -98,7 +98,8 @@ export async function startAgent(options: AgentOptions, deps: AgentDependencies)
   const loop = new AgentLoop({ options, kc, settings, validator, link, registered, logger, metrics, signal: abort.signal, webhook });
   await loop.start();
 
-  const ops = Fastify({ logger: false });
+  // A scrape or probe answered during stop would otherwise hold the port until its keep-alive timeout (72 s).
+  const ops = Fastify({ logger: false, forceCloseConnections: true });
   registerOpsRoutes(ops, { registry, readiness: () => loop.readiness() });
   const url = await ops.listen({ host: options.listen.host, port: options.listen.port });
   const webhookUrl = webhookTarget && 'url' in webhookTarget ? webhookTarget.url : undefined;

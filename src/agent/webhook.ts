@@ -35,7 +35,9 @@ export const WEBHOOK_PATH = '/mutate';
 
 /** The mutating admission webhook, over TLS: labels namespaces and related objects as they are created or updated. */
 export async function startWebhookServer(options: WebhookServerOptions): Promise<{ app: FastifyInstance; port: number }> {
-  const app = Fastify({ logger: false, https: { cert: options.tls.certPem, key: options.tls.keyPem } });
+  // The API server keeps its connections to the webhook alive: one answering when the agent stops would hold the
+  // server open until its keep-alive timeout (72 s). The configuration is deleted by then; a call cut off is ignored.
+  const app = Fastify({ logger: false, forceCloseConnections: true, https: { cert: options.tls.certPem, key: options.tls.keyPem } });
   app.post(WEBHOOK_PATH, async (req) => {
     const review = req.body as { apiVersion?: string; request?: AdmissionRequest };
     if (!review.request?.uid) {

@@ -54,7 +54,8 @@ export async function startHub(options: HubOptions, deps: HubDependencies): Prom
   const planning = createPlanningLoop({ ...options, fleet, buckets, signer, metrics, logger, now, isLeader, loaded: inputs.loaded, health: health.current });
   const status = (): HubStatus => hubStatus({ fleet, identity: options.identity, leader: isLeader(), now: now(), health: options.health });
 
-  const server = Fastify({ logger: false });
+  // A scrape or status call answered during stop would otherwise hold the port until its keep-alive timeout (72 s).
+  const server = Fastify({ logger: false, forceCloseConnections: true });
   registerOpsRoutes(server, { registry, readiness: inputs.readiness });
   server.get('/status', async () => status());
   const address = await server.listen({ host: options.listen.host, port: options.listen.port });
