@@ -9,6 +9,12 @@ import type { ClusterHealth } from './health.js';
 import type { HubOptions } from './options.js';
 import { reconcile } from './reconciler.js';
 
+/**
+ * The longest a leader goes without checking the control buckets (a pass runs then if none did): how soon a bucket
+ * deleted under a quiet hub comes back. A pass whose write failed has them checked on the next.
+ */
+export const BUCKET_CHECK_MS = 5_000;
+
 export interface PlanningLoopOptions extends Pick<HubOptions, 'debounceMs' | 'proxyLeaseSeconds' | 'grantMarginMs' | 'handoverHistory'> {
   fleet: Fleet;
   buckets: KeptBuckets;
@@ -47,6 +53,11 @@ export function createPlanningLoop(options: PlanningLoopOptions): PlanningLoop {
   let deadline: NodeJS.Timeout | undefined;
   /** When this instance last became leader (its clock). */
   let leaderSince = 0;
+  /**
+   * When the buckets were last checked; undefined: on the next pass. A check costs a round trip to every bucket's
+   * stream, so a change is not made to wait for one each time.
+   */
+  let bucketsCheckedAt: number | undefined;
 
   const schedule = (): void => {
     if (isLeader()) runner.schedule();
@@ -58,6 +69,9 @@ export function createPlanningLoop(options: PlanningLoopOptions): PlanningLoop {
   const pass = async (): Promise<void> => {
     if (!isLeader() || !options.loaded()) return;
     const started = performance.now();
+    const at = now();
+    const checkBuckets = bucketsCheckedAt === undefined || at - bucketsCheckedAt >= BUCKET_CHECK_MS;
+    if (checkBuckets) bucketsCheckedAt = at;
     try {
       const plan = desiredPlan({
         clusters: new Map([...fleet.clusters].map(([name, r]) => [name, { labels: r.cluster.labels }])),
@@ -78,18 +92,21 @@ export function createPlanningLoop(options: PlanningLoopOptions): PlanningLoop {
           historyLimit: options.handoverHistory,
           logger,
           metrics,
-          buckets,
+          ...(checkBuckets ? { buckets } : {}),
         },
         plan,
         now(),
       );
+      if (result.failed) bucketsCheckedAt = undefined;
       if (result.published.length) {
         logger.info({ tables: result.published.map((t) => `${t.operator}/${t.shard}@${t.version}`) }, 'published route tables');
       }
       clearTimeout(deadline);
       // A deadline is no change: its pass must not hold the next change back for the debounce.
-      if (result.nextDeadline !== undefined) deadline = setTimeout(due, Math.max(0, result.nextDeadline - now()) + 10);
+      const next = Math.min(result.nextDeadline ?? Infinity, (bucketsCheckedAt ?? at) + BUCKET_CHECK_MS);
+      deadline = setTimeout(due, Math.max(0, next - now()) + 10);
     } catch (err) {
+      bucketsCheckedAt = undefined;
       logger.error({ err }, 'planning failed; retrying on the next change');
     } finally {
       metrics.reconcileSeconds.observe((performance.now() - started) / 1000);
@@ -102,6 +119,7 @@ export function createPlanningLoop(options: PlanningLoopOptions): PlanningLoop {
     schedule,
     becameLeader: () => {
       leaderSince = now();
+      bucketsCheckedAt = undefined;
       schedule();
     },
     cancelDeadline: () => clearTimeout(deadline),

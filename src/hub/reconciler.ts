@@ -41,19 +41,21 @@ export interface ReconcileContext {
   logger: Logger;
   metrics: HubMetrics;
   /**
-   * The control buckets, to bring back those deleted under the running hub: each pass checks them first, and a
-   * pass runs at least every BUCKET_CHECK_MS. Without it, a deleted bucket stays deleted.
+   * The control buckets, checked before this pass writes anything, to bring back those deleted under the running
+   * hub (the planning loop passes them when a check is due). Absent: no check this pass.
    */
   buckets?: Pick<KeptBuckets, 'restore' | 'clusters'>;
 }
 
-/** The longest a leader goes without a pass when buckets are kept: how soon a deleted bucket comes back. */
-export const BUCKET_CHECK_MS = 5_000;
-
 export interface ReconcileResult {
   published: RouteTable[];
-  /** When to run again for a pending handover's lease expiry. */
+  /** When to run again for a pending handover's lease expiry, or to retry a failed write. */
   nextDeadline?: number;
+  /**
+   * Some operator's tables or handover record could not be written, or the buckets could not be checked: a bucket
+   * may have gone or been created again, so the next pass checks them first.
+   */
+  failed: boolean;
 }
 
 /**
@@ -64,10 +66,7 @@ export interface ReconcileResult {
 export async function reconcile(ctx: ReconcileContext, plan: FleetPlan, now: number): Promise<ReconcileResult> {
   const published: RouteTable[] = [];
   const deadlines: number[] = [];
-  if (ctx.buckets) {
-    await restoreBuckets(ctx, ctx.buckets);
-    deadlines.push(now + BUCKET_CHECK_MS);
-  }
+  let failed = ctx.buckets !== undefined && !(await restoreBuckets(ctx, ctx.buckets));
   const planned = new Map(plan.operators.map((p) => [p.operator, p]));
   const frozen = new Set(plan.frozen);
   // Operators that were published before and are no longer planned lose all their units.
@@ -85,12 +84,13 @@ export async function reconcile(ctx: ReconcileContext, plan: FleetPlan, now: num
     } else {
       ctx.logger.warn({ err: result.reason, operator: operators[i]?.operator }, 'could not publish route tables; retrying on the next change');
       deadlines.push(now + 1_000);
+      failed = true;
     }
   });
   let pending = 0;
   for (const { record } of ctx.fleet.handovers.values()) pending += record.pending.length;
   ctx.metrics.pendingHandovers.set(pending);
-  return { published, ...(deadlines.length ? { nextDeadline: Math.min(...deadlines) } : {}) };
+  return { published, failed, ...(deadlines.length ? { nextDeadline: Math.min(...deadlines) } : {}) };
 }
 
 function withdrawnPlan(ctx: ReconcileContext, operator: string): OperatorPlan {
@@ -105,7 +105,7 @@ function withdrawnPlan(ctx: ReconcileContext, operator: string): OperatorPlan {
   };
 }
 
-async function reconcileOperator(ctx: ReconcileContext, plan: OperatorPlan, now: number): Promise<ReconcileResult> {
+async function reconcileOperator(ctx: ReconcileContext, plan: OperatorPlan, now: number): Promise<Omit<ReconcileResult, 'failed'>> {
   const { fleet } = ctx;
   const previous = fleet.handovers.get(plan.operator);
   const corrupt = fleet.corruptHandovers.get(plan.operator);
@@ -201,15 +201,15 @@ async function quarantine(ctx: ReconcileContext, entry: CorruptEntry): Promise<v
 /**
  * Re-creates deleted buckets and, for every bucket created again (by this hub or another process), forgets the
  * revisions known in it and writes back what only the leader's memory still holds (registry and reports); the
- * route tables and handover records are written again by the pass itself. NATS unreachable: nothing to do.
+ * route tables and handover records are written again by the pass itself. NATS unreachable: nothing to do (false).
  */
-async function restoreBuckets(ctx: ReconcileContext, buckets: NonNullable<ReconcileContext['buckets']>): Promise<void> {
+async function restoreBuckets(ctx: ReconcileContext, buckets: NonNullable<ReconcileContext['buckets']>): Promise<boolean> {
   let fresh: string[];
   try {
     fresh = await buckets.restore();
   } catch (err) {
     ctx.logger.warn({ err }, 'could not check the KV buckets; trying again on the next pass');
-    return;
+    return false;
   }
   for (const bucket of fresh) {
     ctx.logger.warn({ bucket }, 'KV bucket created again: writing back what it held');
@@ -225,6 +225,7 @@ async function restoreBuckets(ctx: ReconcileContext, buckets: NonNullable<Reconc
   } catch (err) {
     ctx.logger.warn({ err }, 'could not write back the registry or the reports into a bucket created again');
   }
+  return true;
 }
 
 /** How many history entries are new in `next` compared with `prev`. */

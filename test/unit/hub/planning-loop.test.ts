@@ -1,22 +1,26 @@
 import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { createPlanningLoop } from '../../../src/hub/planning-loop.js';
+import { BUCKET_CHECK_MS, createPlanningLoop } from '../../../src/hub/planning-loop.js';
 import { HUB_DEFAULTS } from '../../../src/hub/index.js';
 import { createHubMetrics, createRegistry } from '../../../src/metrics/index.js';
-import type { KeptBuckets } from '../../../src/transport/index.js';
+import type { BucketName, KeptBuckets } from '../../../src/transport/index.js';
+import { FakeKv } from './fake-kv.js';
 import { fleetWithClusterA } from './fleet-fixture.js';
 
 const logger = pino({ level: 'silent' });
 
-/** A loop whose passes are counted (each pass asks for the health once); its buckets are empty, so a pass fails after planning. */
-function setup(leader = true) {
+/**
+ * A loop whose passes are counted (each pass asks for the health once); by default its buckets are empty, so a pass
+ * fails after planning.
+ */
+function setup(leader = true, buckets = {} as KeptBuckets) {
   const { fleet, signer } = fleetWithClusterA(logger);
   const health = vi.fn(() => new Map());
   const state = { leader };
   const loop = createPlanningLoop({
     ...HUB_DEFAULTS,
     fleet,
-    buckets: {} as KeptBuckets,
+    buckets,
     signer,
     metrics: createHubMetrics(createRegistry('hub')),
     logger,
@@ -49,6 +53,31 @@ describe('planning loop', () => {
     }
     expect(passes()).toBeLessThanOrEqual(2 + 5 + 2_000 / HUB_DEFAULTS.debounceMs + 1);
     expect(passes()).toBeGreaterThanOrEqual(2 + 2_000 / HUB_DEFAULTS.debounceMs);
+    await loop.stop();
+  });
+
+  it('checks the buckets on the first pass, then only once BUCKET_CHECK_MS has passed, and on the pass after one that could not', async () => {
+    const restore = vi.fn(async (): Promise<BucketName[]> => []);
+    const kv = (): KeptBuckets['routes'] => new FakeKv().asKv();
+    const { loop, passes } = setup(true, { routes: kv(), state: kv(), clusters: kv(), hub: kv(), restore } as unknown as KeptBuckets);
+    loop.schedule();
+    await vi.advanceTimersByTimeAsync(0);
+    expect([passes(), restore.mock.calls.length]).toEqual([1, 1]);
+    // A change soon after does not wait for another check.
+    await vi.advanceTimersByTimeAsync(10);
+    loop.schedule();
+    await vi.advanceTimersByTimeAsync(0);
+    expect([passes(), restore.mock.calls.length]).toEqual([2, 1]);
+    // Quiet: a pass comes for the check.
+    await vi.advanceTimersByTimeAsync(BUCKET_CHECK_MS + 100);
+    expect([passes(), restore.mock.calls.length]).toEqual([3, 2]);
+    // A check that NATS could not answer is made again on the next change.
+    restore.mockRejectedValueOnce(new Error('no responders'));
+    await vi.advanceTimersByTimeAsync(BUCKET_CHECK_MS + 100);
+    expect(restore.mock.calls.length).toBe(3);
+    loop.schedule();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(restore.mock.calls.length).toBe(4);
     await loop.stop();
   });
 
