@@ -87,6 +87,9 @@ export function createApiHandler(options: ApiHandlerOptions): (request: FastifyR
     if (state === undefined) {
       return sendStatus(reply, statusBody(503, 'ServiceUnavailable', 'the proxy has no route table yet; retry shortly'), 1);
     }
+    if (state.leasePending) {
+      return sendStatus(reply, statusBody(503, 'ServiceUnavailable', 'the proxy is waiting for the hub to extend its lease; retry shortly'), 1);
+    }
     const parsed = parseApiRequest(request.method, request.raw.url ?? '/');
     if (isRefusal(parsed)) {
       state.home?.metrics.observe('invalid', '', parsed.code, (performance.now() - started) / 1000);

@@ -41,6 +41,8 @@ export class RouteController {
   private state: RouteState | undefined;
   /** This proxy's clock before it asked for the last lease extension it got (0: none yet). */
   private extendedAt = 0;
+  /** Whether the live source has extended the lease since this process started (a stored extension does not count). */
+  private extendedLive = false;
   private savedExtendedAt = 0;
   /** The version last acknowledged (0: none yet). */
   private acknowledged = 0;
@@ -173,6 +175,7 @@ export class RouteController {
   private onRenewal(askedAt: number): void {
     if (askedAt <= this.extendedAt) return;
     this.extendedAt = askedAt;
+    this.extendedLive = true;
     this.tick();
   }
 
@@ -213,7 +216,7 @@ export class RouteController {
 
   private install(table: RouteTable, why: string, fenced = this.leaseOver(table)): void {
     const { links, metrics, logger, now } = this.options;
-    const state = new RouteState({ table, fenced, link: (route) => links.link(route) });
+    const state = new RouteState({ table, fenced, leasePending: !this.extendedLive, link: (route) => links.link(route) });
     this.state = state;
     this.openWatches.reconcile(state, this.countEnded);
     links.retain(new Set(state.clusters.keys()));

@@ -24,6 +24,13 @@ export interface ClusterEntry extends ClusterLink {
 export class RouteState {
   readonly table: RouteTable;
   readonly fenced: boolean;
+  /**
+   * Fenced because no lease extension has reached this process yet (it is starting): requests are answered 503, not
+   * as a shard owning nothing. An operator starting beside the proxy would otherwise list an empty shard and, if the
+   * first extension came between its list and its watch, watch from that list's version under the wider selector and
+   * never see the objects that already exist.
+   */
+  readonly leasePending: boolean;
   readonly clusters: ReadonlyMap<string, ClusterEntry>;
   readonly home: ClusterEntry | undefined;
   readonly renamer: LockRenamer | undefined;
@@ -31,11 +38,14 @@ export class RouteState {
   constructor(options: {
     table: RouteTable;
     fenced: boolean;
+    /** No lease extension has reached this process yet (only meaningful when fenced). */
+    leasePending?: boolean;
     link: (route: RouteTable['clusters'][number]) => ClusterLink;
   }) {
     const { table, fenced, link } = options;
     this.table = table;
     this.fenced = fenced;
+    this.leasePending = fenced && options.leasePending === true;
     this.clusters = new Map(
       table.clusters.map((route) => [route.name, { ...link(route), view: new ClusterShardView({ table, route, fenced }) }]),
     );

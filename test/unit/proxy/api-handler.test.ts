@@ -268,6 +268,21 @@ describe('createApiHandler', () => {
     expectForwarded(await app.inject({ method: 'GET', url: `/api/v1/namespaces/${OWNED}/configmaps/x` }));
   });
 
+  it('answers 503 until the hub first extends its lease, then serves: an operator starting beside it never lists an empty shard', async () => {
+    const { app, source, table, controller } = await harness({ leased: true });
+    source.handlers!.onTable(table(2));
+    expect(controller.current?.fenced).toBe(true);
+    for (const url of [`/api/v1/namespaces/${OWNED}/configmaps`, `/api/v1/configmaps?watch=true`, `/api/v1/namespaces/${OWNED}/configmaps/x`]) {
+      const res = await app.inject({ method: 'GET', url });
+      expect(res.statusCode, url).toBe(503);
+      expect(res.headers.get('retry-after')).toBe('1');
+      expect(status(res).message).toContain('waiting for the hub to extend its lease');
+    }
+    source.handlers!.onRenewal(now);
+    expect(controller.current?.fenced).toBe(false);
+    expectForwarded(await app.inject({ method: 'GET', url: `/api/v1/namespaces/${OWNED}/configmaps` }));
+  });
+
   it('stops sending the moment the lease runs out, before the fence timer notices, then serves nothing', async () => {
     const { app, source, table, controller } = await harness({ leased: true });
     source.handlers!.onRenewal(now);
