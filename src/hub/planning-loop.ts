@@ -10,8 +10,9 @@ import type { HubOptions } from './options.js';
 import { reconcile } from './reconciler.js';
 
 /**
- * The longest a leader goes without checking the control buckets (a pass runs then if none did): how soon a bucket
- * deleted under a quiet hub comes back. A pass whose write failed has them checked on the next.
+ * How often a leader checks the control buckets: a pass checks them first when this long has passed since the last
+ * check, and a pass runs this long after the last one if nothing else came. A pass whose write failed has them
+ * checked on the next. How soon a deleted bucket comes back.
  */
 export const BUCKET_CHECK_MS = 5_000;
 
@@ -102,8 +103,9 @@ export function createPlanningLoop(options: PlanningLoopOptions): PlanningLoop {
         logger.info({ tables: result.published.map((t) => `${t.operator}/${t.shard}@${t.version}`) }, 'published route tables');
       }
       clearTimeout(deadline);
-      // A deadline is no change: its pass must not hold the next change back for the debounce.
-      const next = Math.min(result.nextDeadline ?? Infinity, (bucketsCheckedAt ?? at) + BUCKET_CHECK_MS);
+      // A deadline is no change: its pass must not hold the next change back for the debounce. Counted from this
+      // pass, so a stream of changes (each a pass) is never joined by one that only checks.
+      const next = Math.min(result.nextDeadline ?? Infinity, now() + BUCKET_CHECK_MS);
       deadline = setTimeout(due, Math.max(0, next - now()) + 10);
     } catch (err) {
       bucketsCheckedAt = undefined;
