@@ -142,15 +142,15 @@ async function pump(count: number, window: number, send: (i: number) => void, re
 }
 
 /**
- * CPU µs a process's live threads, and those of its live descendants, have run so far, from
- * /proc/<pid>/task/<tid>/schedstat (nanoseconds; /proc's stat counts 10 ms ticks, too coarse for a one-second run).
- * Descendants count because a server may serve from worker processes (the proxy's workers). nats-server's threads
- * live as long as it does.
+ * CPU µs a process's live threads have run so far, from /proc/<pid>/task/<tid>/schedstat (nanoseconds; /proc's stat
+ * counts 10 ms ticks, too coarse for a one-second run); with `descendants`, those of its live descendants too, for a
+ * server that serves from worker processes (the proxy-workers probe): finding them reads every process's stat, so
+ * only such a server asks. nats-server's threads live as long as it does.
  */
-export async function processCpuUs(pid: number | undefined): Promise<number> {
+export async function processCpuUs(pid: number | undefined, options: { descendants?: boolean } = {}): Promise<number> {
   if (pid === undefined) return 0;
   let ns = 0;
-  for (const member of [pid, ...(await descendants(pid))]) {
+  for (const member of [pid, ...(options.descendants ? await descendants(pid) : [])]) {
     for (const tid of await readdir(`/proc/${member}/task`).catch(() => [])) {
       const text = await readFile(`/proc/${member}/task/${tid}/schedstat`, 'utf8').catch(() => '0');
       ns += Number(text.split(' ')[0]);

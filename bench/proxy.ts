@@ -58,10 +58,17 @@ interface Target {
   pool: Pool;
   /** The serving process, for its CPU time per request (none for direct calls). */
   pid?: number;
+  /** It serves from worker processes: their CPU counts too. */
+  workers?: boolean;
   /** A Node serving process started with the gc-memory probe: memory after a forced GC. */
   child?: ChildProcess;
   /** Where to open plain-HTTP watches (proxies only). */
   url?: string;
+}
+
+/** The CPU µs a target's serving process (and its workers) has run so far. */
+function targetCpuUs(target: Target): Promise<number> {
+  return processCpuUs(target.pid, { descendants: target.workers === true });
 }
 
 /** Resident set of a process now, in bytes: /proc/<pid>/status VmRSS (no GC forced). */
@@ -310,11 +317,11 @@ async function getListRows(bed: Bed): Promise<BenchRow[]> {
       progress(`${verb} round ${r + 1}/${ROUNDS}: each target ${LATENCY_REQUESTS} sequential, then ${THROUGHPUT_REQUESTS} with ${CONCURRENCY} in flight`);
       for (let k = 0; k < targets.length; k++) {
         const t = (r + k) % targets.length;
-        const cpuBefore = await processCpuUs(targets[t]!.pid);
+        const cpuBefore = await targetCpuUs(targets[t]!);
         const times = await latencies(targets[t]!, path, LATENCY_REQUESTS, WARMUP);
         const rps = await throughput(targets[t]!, path, THROUGHPUT_REQUESTS);
         // The warm-up requests are served too: they count.
-        const cpuUsPerRequest = ((await processCpuUs(targets[t]!.pid)) - cpuBefore) / (WARMUP + LATENCY_REQUESTS + THROUGHPUT_REQUESTS);
+        const cpuUsPerRequest = ((await targetCpuUs(targets[t]!)) - cpuBefore) / (WARMUP + LATENCY_REQUESTS + THROUGHPUT_REQUESTS);
         perRound[t]!.push({ p50: percentile(times, 0.5), p99: percentile(times, 0.99), rps, cpuUsPerRequest });
       }
       loads.push(loadavg()[0]!);
@@ -383,10 +390,10 @@ async function largeListClientRows(bed: Bed, namespace: string, client: 'plain' 
     for (let k = 0; k < targets.length; k++) {
       const t = (r + k) % targets.length;
       const target = targets[t]!;
-      const [cpu0, api0] = [await processCpuUs(target.pid), await processCpuUs(apiPid)];
+      const [cpu0, api0] = [await targetCpuUs(target), await processCpuUs(apiPid)];
       const times = await latencies(target, path, LARGE_SEQUENTIAL, LARGE_WARMUP, headers);
       const rps = await throughput(target, path, LARGE_THROUGHPUT, LARGE_CONCURRENCY, headers);
-      const [cpu1, api1] = [await processCpuUs(target.pid), await processCpuUs(apiPid)];
+      const [cpu1, api1] = [await targetCpuUs(target), await processCpuUs(apiPid)];
       perRound[t]!.push({ p50: percentile(times, 0.5), max: times.at(-1)!, rps, cpuUs: (cpu1 - cpu0) / perTarget, apiCpuUs: (api1 - api0) / perTarget });
     }
     loads.push(loadavg()[0]!);
@@ -447,7 +454,7 @@ async function watchEvents(target: Target, admin: Target, updates: number): Prom
     for (let at = chunk.indexOf(0x0a); at !== -1; at = chunk.indexOf(0x0a, at + 1)) events++;
     if (events >= updates) allIn();
   });
-  const cpu0 = await processCpuUs(target.pid);
+  const cpu0 = await targetCpuUs(target);
   const start = process.hrtime.bigint();
   let next = 0;
   await Promise.all(
@@ -466,7 +473,7 @@ async function watchEvents(target: Target, admin: Target, updates: number): Prom
   );
   await within(done, 20_000);
   const seconds = Number(process.hrtime.bigint() - start) / 1e9;
-  const cpu1 = await processCpuUs(target.pid);
+  const cpu1 = await targetCpuUs(target);
   controller.abort();
   return { events, perSecond: events / seconds, cpuUsPerEvent: (cpu1 - cpu0) / Math.max(events, 1) };
 }
@@ -567,9 +574,9 @@ async function manyWatchRows(bed: Bed): Promise<BenchRow[]> {
       const rv = await resourceVersionOf(direct, NAMESPACE);
       const gc0 = target.child ? await proxyMemory(target.child) : undefined;
       const rss0 = await vmRssBytes(target.pid);
-      const [cpu0, overflow0] = [await processCpuUs(target.pid), await listenOverflows()];
+      const [cpu0, overflow0] = [await targetCpuUs(target), await listenOverflows()];
       const opened = await openManyWatches(target.url!, rv);
-      const [cpu1, overflow1] = [await processCpuUs(target.pid), await listenOverflows()];
+      const [cpu1, overflow1] = [await targetCpuUs(target), await listenOverflows()];
       perRound[t]!.push({
         openMs: opened.openMs,
         headP50Ms: opened.headP50Ms,
@@ -699,20 +706,23 @@ async function proxyRows(progress: (message: string) => void, sections: Readonly
     // BENCH_PROXY_BASELINE=<another checkout's dist/src/cli/main.js>[,<another>...]: those builds run beside this one,
     // in the same rounds, named by their checkout's folder.
     const baselineClis = (process.env.BENCH_PROXY_BASELINE ?? '').split(',').filter((cli) => cli !== '');
-    const baselines: { name: string; child: ChildProcess; apiUrl: string }[] = [];
+    const baselines: { name: string; child: ChildProcess; apiUrl: string; workers?: boolean }[] = [];
     for (const [i, cli] of baselineClis.entries()) {
       const checkout = basename(resolve(dirname(cli), '../../..'));
       baselines.push({ name: `ctrlmesh proxy (baseline build ${checkout})`, ...(await startCtrlmesh(cli, `baseline-${i}`)) });
     }
     const workers = Number(process.env.BENCH_PROXY_WORKERS ?? '0');
-    if (workers > 0) baselines.push({ name: `ctrlmesh proxy x${workers} processes (no coordination)`, ...(await startCtrlmesh(PROXY_WORKERS, 'workers')) });
+    if (workers > 0) {
+      baselines.push({ name: `ctrlmesh proxy x${workers} processes (no coordination)`, workers: true, ...(await startCtrlmesh(PROXY_WORKERS, 'workers')) });
+    }
 
-    const proxyTarget = (name: string, url: string, child: ChildProcess, gc: boolean): Target => ({
+    const proxyTarget = (name: string, url: string, child: ChildProcess, gc: boolean, workers = false): Target => ({
       name,
       pool: new Pool(url, { connections: CONCURRENCY }),
       pid: child.pid,
       url,
       ...(gc ? { child } : {}),
+      ...(workers ? { workers } : {}),
     });
     const kubectlUrl = `http://127.0.0.1:${kubectlPort}`;
     const forwarderUrl = `http://127.0.0.1:${forwarderPort}`;
@@ -721,7 +731,7 @@ async function proxyRows(progress: (message: string) => void, sections: Readonly
       proxyTarget('kubectl proxy', kubectlUrl, kubectlProxy, false),
       proxyTarget('Node forwarder', forwarderUrl, forwarder, true),
       proxyTarget('ctrlmesh proxy', apiUrl, ctrlmesh, true),
-      ...baselines.map((b) => proxyTarget(b.name, b.apiUrl, b.child, true)),
+      ...baselines.map((b) => proxyTarget(b.name, b.apiUrl, b.child, true, b.workers)),
     ];
     pools.push(...targets.slice(1).map((t) => t.pool));
     const bed: Bed = { server, direct, targets, bucket, labels, progress };
