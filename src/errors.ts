@@ -115,6 +115,14 @@ export class BodyTooLargeError extends CtrlmeshError {
   }
 }
 
+/** An API server sent no response head within the proxy's wait: answered 504, and counted against its breaker. */
+export class UpstreamTimeoutError extends CtrlmeshError {
+  constructor(readonly timeoutMs: number) {
+    super(ErrorCodes.PROXY_REQUEST, `no answer within ${timeoutMs} ms`);
+    this.name = 'UpstreamTimeoutError';
+  }
+}
+
 /** A list answer the proxy had to filter itself but could not read (too large, not JSON, compressed): never passed on. */
 export class UnjudgedListError extends CtrlmeshError {
   constructor(reason: string) {

@@ -3,7 +3,8 @@ import { request } from 'node:http';
 import { gunzipSync } from 'node:zlib';
 import { ApiException, CoordinationV1Api, CoreV1Api, type V1ConfigMap } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { HASH_LABEL, bucket, clusterRoute, namespaceOutside, routeTable, settles, startTestProxy, type TestProxy } from './helpers/proxy.js';
+import { ClusterUpstream } from '../../src/proxy/upstream/upstream.js';
+import { HASH_LABEL, bucket, clusterRoute, namespaceOutside, routeTable, settles, silent, startTestProxy, type TestProxy } from './helpers/proxy.js';
 import { cluster, kubeConfigFor, testbed, uniqueName } from './helpers/testbed.js';
 
 async function failure(call: Promise<unknown>): Promise<{ code: number; body: { message?: string; reason?: string } }> {
@@ -292,5 +293,34 @@ describe('the proxy in front of real API servers, with a static route table', ()
     expect((await core.listConfigMapForAllNamespaces({})).items).toEqual([]);
     await harness.writeTable({ ...current, version: current.version + 2 });
     await settles(async () => expect((await core.readNamespacedConfigMap({ name: 'mine', namespace: ownedNs })).metadata?.name).toBe('mine'));
+  });
+});
+
+describe('watches as HTTP/2 streams to a real API server', () => {
+  it('opens a watch as a stream of a verified HTTP/2 connection and reads its events', async () => {
+    const info = cluster(0);
+    const upstream = new ClusterUpstream(clusterRoute(info, []), { certPem: info.clientCertPem, keyPem: info.clientKeyPem }, { headersTimeoutMs: 5_000 }, silent);
+    const core = kubeConfigFor(info).makeApiClient(CoreV1Api);
+    const namespace = uniqueName('h2-watch');
+    await core.createNamespace({ body: { metadata: { name: namespace } } });
+    try {
+      await settles(() => expect(upstream.http2Watches()).toBeDefined(), 10_000);
+      const { statusCode, headers, stream } = await upstream.http2Watches()!.request({
+        ':method': 'GET',
+        ':path': `/api/v1/namespaces/${namespace}/configmaps?watch=true`,
+        accept: 'application/json',
+      });
+      expect(statusCode).toBe(200);
+      expect(headers['content-type']).toMatch(/^application\/json/);
+      stream.setEncoding('utf8');
+      let read = '';
+      stream.on('data', (chunk: string) => (read += chunk));
+      await core.createNamespacedConfigMap({ namespace, body: { metadata: { name: 'seen' } } });
+      await settles(() => expect(read).toMatch(/"type":"ADDED".*"name":"seen"/));
+      stream.destroy();
+    } finally {
+      await upstream.destroy();
+      await core.deleteNamespace({ name: namespace });
+    }
   });
 });

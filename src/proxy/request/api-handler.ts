@@ -1,7 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
-import { BodyTooLargeError, SelectorSyntaxError, UnjudgedListError } from '../../errors.js';
+import { BodyTooLargeError, SelectorSyntaxError, UnjudgedListError, UpstreamTimeoutError } from '../../errors.js';
 import type { RouteController } from '../routes/route-controller.js';
 import type { ClusterEntry } from '../routes/route-state.js';
 import type { ResourceSelection } from '../routes/shard-view.js';
@@ -254,7 +254,7 @@ export function createApiHandler(options: ApiHandlerOptions): (request: FastifyR
         sendStatus(reply, statusBody(503, 'ServiceUnavailable', `cluster "${clusterName}" is failing: its circuit breaker is open`), breakerRetryAfterSeconds);
       } else {
         logger.warn({ err, cluster: clusterName }, 'API server unreachable');
-        const timeout = code === 'UND_ERR_HEADERS_TIMEOUT' || (err as Error).name === 'GatewayTimeoutError';
+        const timeout = err instanceof UpstreamTimeoutError || code === 'UND_ERR_HEADERS_TIMEOUT' || (err as Error).name === 'GatewayTimeoutError';
         sendStatus(
           reply,
           statusBody(timeout ? 504 : 503, timeout ? 'InternalError' : 'ServiceUnavailable', `cluster "${clusterName}" API server unreachable: ${(err as Error).message}`),

@@ -1,8 +1,11 @@
 import type {} from '@fastify/reply-from';
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { constants } from 'node:http2';
 import type { Readable } from 'node:stream';
 import type { LockRenamer } from '../routes/leader-election.js';
 import type { ClusterEntry } from '../routes/route-state.js';
+import type { Http2WatchPool } from '../upstream/http2-watches.js';
+import { CtrlmeshError, ErrorCodes } from '../../errors.js';
 import { readBoundedBody, stripHeaders, type HeaderPolicy } from './parse/index.js';
 
 /** The upstream answer reply-from hands over. */
@@ -35,21 +38,35 @@ export interface ForwardPlan {
 /** Retries are the breaker's business; reply-from would otherwise retry GETs on 503. */
 const noRetry = (): null => null;
 
-/** Sends one request to a cluster through reply-from; resolves on an answer, rejects when unreachable. */
+/**
+ * Sends one request to a cluster; resolves on an answer, rejects when unreachable. A watch without a body goes as a
+ * stream of the cluster's HTTP/2 connections where the API server offers them, everything else through reply-from.
+ */
 export function forward(request: FastifyRequest, reply: FastifyReply, plan: ForwardPlan): Promise<void> {
+  const watches = plan.watch && plan.body === undefined && request.body == null ? plan.entry.upstream.http2Watches() : undefined;
+  return watches === undefined ? forwardFrom(request, reply, plan) : forwardStream(request, reply, plan, watches);
+}
+
+/** The headers the API server gets: the client's that may cross, with the proxy's credentials and the plan's changes. */
+function upstreamHeaders(headers: Record<string, string | string[] | undefined>, plan: ForwardPlan): void {
+  const { upstream } = plan.entry;
+  stripHeaders(headers, plan.headers);
+  // The operator never authenticates to the proxy; the proxy presents its own credentials per cluster.
+  if (upstream.authorization !== undefined) headers.authorization = upstream.authorization;
+  if (plan.accept !== undefined) headers.accept = plan.accept;
+  if (plan.identity === true) delete headers['accept-encoding'];
+}
+
+function forwardFrom(request: FastifyRequest, reply: FastifyReply, plan: ForwardPlan): Promise<void> {
   const { upstream } = plan.entry;
   return new Promise((resolve, reject) => {
-    reply.from(`${plan.watch ? upstream.watchBase : upstream.virtualBase}${upstream.upstreamPath(plan.path)}`, {
+    reply.from(`${upstream.virtualBase}${upstream.upstreamPath(plan.path)}`, {
       queryString: () => plan.query,
       ...(plan.body === undefined ? {} : { body: plan.body, contentType: plan.contentType ?? request.headers['content-type'] ?? 'application/json' }),
       retryDelay: noRetry,
       rewriteRequestHeaders: (_req, headers) => {
-        stripHeaders(headers, plan.headers);
+        upstreamHeaders(headers, plan);
         headers.host = upstream.server.host;
-        // The operator never authenticates to the proxy; the proxy presents its own credentials per cluster.
-        if (upstream.authorization !== undefined) headers.authorization = upstream.authorization;
-        if (plan.accept !== undefined) headers.accept = plan.accept;
-        if (plan.identity === true) delete headers['accept-encoding'];
         return headers;
       },
       onResponse: (_req, _reply, res) => {
@@ -59,6 +76,30 @@ export function forward(request: FastifyRequest, reply: FastifyReply, plan: Forw
       onError: (_reply, { error }) => reject(error),
     });
   });
+}
+
+/** A watch as an HTTP/2 stream: the same request reply-from would send, the answer handed over as reply-from does. */
+async function forwardStream(request: FastifyRequest, reply: FastifyReply, plan: ForwardPlan, watches: Http2WatchPool): Promise<void> {
+  const { upstream } = plan.entry;
+  const headers: Record<string, string | string[] | undefined> = { ...request.headers };
+  upstreamHeaders(headers, plan);
+  // No body is sent: a length the client announced (and fastify did not read) would not be true.
+  delete headers['content-length'];
+  headers[':method'] = request.method;
+  headers[':path'] = `${upstream.upstreamPath(plan.path)}${plan.query === '' ? '' : `?${plan.query}`}`;
+  const answer = await watches.request(headers);
+  const { statusCode } = answer;
+  // The client left while the API server answered; or a status that HTTP/1.1 cannot carry on.
+  if (reply.raw.destroyed || statusCode < 200 || statusCode > 599) {
+    answer.stream.close(constants.NGHTTP2_CANCEL);
+    if (reply.raw.destroyed) return;
+    throw new CtrlmeshError(ErrorCodes.PROXY_REQUEST, `the API server answered with status ${statusCode}`);
+  }
+  for (const [name, value] of Object.entries(answer.headers)) {
+    if (name.charCodeAt(0) !== 58 && value !== undefined) reply.header(name, value);
+  }
+  reply.code(statusCode);
+  plan.onResponse(reply, { statusCode, stream: answer.stream });
 }
 
 /** Sends a lock's response with its name restored. */

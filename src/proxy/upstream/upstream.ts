@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { createSecureContext, type SecureContext, type TLSSocket } from 'node:tls';
+import { createSecureContext, type SecureContext } from 'node:tls';
 import { buildConnector, Dispatcher, Pool } from 'undici';
 import { CtrlmeshError, ErrorCodes } from '../../errors.js';
 import type { ClusterRoute } from '../../transport/index.js';
@@ -39,14 +39,9 @@ function upstreamTls(pem: PemOptions): UpstreamTls {
  * 0.5 ms a connection). undici's own cache holds sessions only weakly, so after a quiet while it has none, and none for
  * the connections opened together after a route change ended every watch. A ticket the server no longer takes costs a
  * full handshake, which brings the next one; only the server verified when the ticket was issued can take it.
- *
- * With `onHttp1`, the connection is for HTTP/2 only: one that negotiates HTTP/1.1 instead (the server stopped
- * offering HTTP/2) is closed unused and reported, since the watch pool would otherwise queue many watches on it,
- * and on HTTP/1.1 each would wait for the one ahead of it to end.
  */
-function resumingConnector(tls: UpstreamTls, onHttp1?: () => void): buildConnector.connector {
-  const build = (session?: Buffer): buildConnector.connector =>
-    buildConnector({ ...tls, ...(session ? { session } : {}), ...(onHttp1 ? { allowH2: true } : {}) });
+function resumingConnector(tls: UpstreamTls): buildConnector.connector {
+  const build = (session?: Buffer): buildConnector.connector => buildConnector({ ...tls, ...(session ? { session } : {}) });
   let connector = build();
   return (options, callback) =>
     connector(options, (err, socket) => {
@@ -54,21 +49,13 @@ function resumingConnector(tls: UpstreamTls, onHttp1?: () => void): buildConnect
       socket.once('session', (session: Buffer) => {
         connector = build(session);
       });
-      if (onHttp1 !== undefined && (socket as TLSSocket).alpnProtocol !== 'h2') {
-        socket.destroy();
-        onHttp1();
-        return callback(new CtrlmeshError(ErrorCodes.PROXY_REQUEST, 'the API server no longer offers HTTP/2'), null);
-      }
       callback(null, socket);
     });
 }
 
-/**
- * The origins reply-from is given for a cluster, one for watches and one for every other request; the dispatcher maps
- * them to that cluster's connections. Their suffixes differ, so no cluster's origin is another's.
- */
-function virtualOrigin(cluster: string, watches: boolean): string {
-  return `http://${encodeURIComponent(cluster)}.${watches ? 'watches' : 'cluster'}.ctrlmesh.invalid`;
+/** The origin reply-from is given for a cluster; the dispatcher maps it to that cluster's connections. */
+function virtualOrigin(cluster: string): string {
+  return `http://${encodeURIComponent(cluster)}.cluster.ctrlmesh.invalid`;
 }
 
 /** After an API server could not be asked for its protocol, watches wait this long before it is asked again. */
@@ -80,16 +67,13 @@ const PROBE_RETRY_MS = 10_000;
  *
  * Watches go as streams of a few HTTP/2 connections where the API server offers HTTP/2, as client-go's do: a route
  * change that ends every watch then costs the operator's re-watches no TLS handshake each, and an open watch holds no
- * connection of its own. Everything else stays on HTTP/1.1 keep-alive connections: a short request costs Node more
- * CPU as an HTTP/2 stream (docs/proxy.md, Figures), and undici holds an HTTP/2 write back until every stream of its
- * connection has ended, which a watch never does by itself.
+ * connection of its own. Everything else stays on HTTP/1.1 keep-alive connections through reply-from: a short request
+ * costs Node more CPU as an HTTP/2 stream (docs/proxy.md, Figures).
  */
 export class ClusterUpstream {
   readonly name: string;
   readonly server: URL;
   readonly virtualBase: string;
-  /** The origin of this cluster's watches. */
-  readonly watchBase: string;
   readonly authorization: string | undefined;
   /** HTTP/1.1 connections: every request that is not a watch, and watches until HTTP/2 is known to be offered. */
   readonly pool: Pool;
@@ -112,8 +96,7 @@ export class ClusterUpstream {
   constructor(route: ClusterRoute, credentials: ClusterCredentials | undefined, options: UpstreamOptions, logger: Logger) {
     this.name = route.name;
     this.server = new URL(route.server);
-    this.virtualBase = virtualOrigin(route.name, false);
-    this.watchBase = virtualOrigin(route.name, true);
+    this.virtualBase = virtualOrigin(route.name);
     this.authorization = credentials?.token === undefined ? undefined : `Bearer ${credentials.token}`;
     this.fingerprint = ClusterUpstream.fingerprint(route, credentials, options);
     this.options = options;
@@ -146,21 +129,27 @@ export class ClusterUpstream {
     return `${prefix}${path}`;
   }
 
-  /** Sends a request: a watch on HTTP/2 where offered, the rest on HTTP/1.1. */
-  dispatch(options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler, watch: boolean): boolean {
-    return (watch ? this.watchPool() : this.pool).dispatch(options, handler);
+  /**
+   * The HTTP/2 connections watches go on, once the API server said it offers HTTP/2; undefined until then (watches
+   * go over HTTP/1.1 meanwhile), and the server is asked again when an earlier ask got no answer.
+   */
+  http2Watches(): Http2WatchPool | undefined {
+    if (this.watches === undefined && this.probeAgainAt !== undefined && Date.now() >= this.probeAgainAt) this.probe();
+    return this.watches;
   }
 
   /** Lets requests in flight finish, then closes every connection. */
   async close(): Promise<void> {
     this.closed = true;
-    await Promise.all([this.pool.close(), this.watches?.close()]);
+    this.watches?.close();
+    await this.pool.close();
   }
 
   /** Ends every connection now, watches included. */
   async destroy(): Promise<void> {
     this.closed = true;
-    await Promise.all([this.pool.destroy(), this.watches?.destroy()]);
+    this.watches?.destroy();
+    await this.pool.destroy();
   }
 
   private poolOptions(): { headersTimeout: number; bodyTimeout: number } {
@@ -169,12 +158,6 @@ export class ClusterUpstream {
       // Watches stream for as long as the API server keeps them open.
       bodyTimeout: 0,
     };
-  }
-
-  private watchPool(): Pool | Http2WatchPool {
-    if (this.watches) return this.watches;
-    if (this.probeAgainAt !== undefined && Date.now() >= this.probeAgainAt) this.probe();
-    return this.pool;
   }
 
   private probe(): void {
@@ -189,11 +172,7 @@ export class ClusterUpstream {
           return;
         }
         this.logger.info({ cluster: this.name, streams: protocol.streams }, 'watches go over HTTP/2');
-        this.watches = new Http2WatchPool(
-          this.server.origin,
-          { ...this.poolOptions(), connect: resumingConnector(tls, () => this.http2Withdrawn()) },
-          protocol.streams,
-        );
+        this.watches = new Http2WatchPool(this.server, tls, protocol.streams, this.options.headersTimeoutMs, () => this.http2Withdrawn());
       },
       (err: unknown) => {
         if (this.closed) return;
@@ -208,7 +187,7 @@ export class ClusterUpstream {
     const watches = this.watches;
     if (watches === undefined) return;
     this.watches = undefined;
-    void watches.close();
+    watches.close();
     this.probeAgainAt = Date.now();
     this.logger.warn({ cluster: this.name }, 'the API server stopped offering HTTP/2: watches go over HTTP/1.1');
   }
@@ -219,15 +198,10 @@ export class ClusterUpstream {
  * origin. The set of upstreams is replaced as a whole when a route table changes.
  */
 export class ClusterDispatcher extends Dispatcher {
-  private upstreams = new Map<string, { upstream: ClusterUpstream; watch: boolean }>();
+  private upstreams = new Map<string, ClusterUpstream>();
 
   setUpstreams(upstreams: Iterable<ClusterUpstream>): void {
-    this.upstreams = new Map(
-      [...upstreams].flatMap((upstream): [string, { upstream: ClusterUpstream; watch: boolean }][] => [
-        [upstream.virtualBase, { upstream, watch: false }],
-        [upstream.watchBase, { upstream, watch: true }],
-      ]),
-    );
+    this.upstreams = new Map([...upstreams].map((upstream) => [upstream.virtualBase, upstream]));
   }
 
   override dispatch(options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
@@ -238,7 +212,7 @@ export class ClusterDispatcher extends Dispatcher {
       // reply-from answers it as any transport failure (503, the message kept); the code marks it as the proxy's refusal.
       throw new CtrlmeshError(ErrorCodes.PROXY_REQUEST, `no upstream for ${String(origin)}: the cluster left the route table`);
     }
-    return target.upstream.dispatch(options, handler, target.watch);
+    return target.pool.dispatch(options, handler);
   }
 
   override async close(): Promise<void> {

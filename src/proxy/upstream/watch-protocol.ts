@@ -16,16 +16,20 @@ export type WatchProtocol = { kind: 'h2'; streams: number } | { kind: 'http/1.1'
  */
 export const MAX_STREAMS_PER_CONNECTION = 250;
 
+/** Where a TLS connection to an API server goes, and the name it verifies (none for an address: Node checks IP SANs). */
+export function tlsEndpoint(server: URL): { host: string; port: number; servername?: string } {
+  const host = server.hostname.replace(/^\[(.*)\]$/, '$1');
+  return { host, port: Number(server.port === '' ? 443 : server.port), ...(isIP(host) === 0 ? { servername: host } : {}) };
+}
+
 /**
  * Asks the API server once which protocol it speaks, offering both in ALPN, and for HTTP/2 the SETTINGS it
  * sends before any request (MAX_CONCURRENT_STREAMS). Rejects when the server cannot be reached or answers too slowly:
  * that says nothing about the protocol.
  */
 export function probeWatchProtocol(server: URL, tls: ConnectionOptions, timeoutMs: number): Promise<WatchProtocol> {
-  const port = Number(server.port === '' ? 443 : server.port);
-  const host = server.hostname.replace(/^\[(.*)\]$/, '$1');
   return new Promise((resolve, reject) => {
-    const socket = connectTls({ ...tls, host, port, ...(isIP(host) === 0 ? { servername: host } : {}), ALPNProtocols: ['h2', 'http/1.1'] });
+    const socket = connectTls({ ...tls, ...tlsEndpoint(server), ALPNProtocols: ['h2', 'http/1.1'] });
     const fail = (err: Error): void => {
       clearTimeout(timer);
       socket.destroy();

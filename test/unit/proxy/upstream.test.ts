@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { UpstreamTimeoutError } from '../../../src/errors.js';
 import { ClusterDispatcher, ClusterUpstream } from '../../../src/proxy/upstream/upstream.js';
 import { createCertificateAuthority, issueCertificate, type CertificateAuthority, type IssuedCertificate } from '../../../src/tls/index.js';
 
@@ -74,8 +75,8 @@ describe('ClusterUpstream connections', () => {
   });
 
   /**
-   * An HTTP/2 server (HTTP/1.1 too, as kube-apiserver) that allows `streams` streams a connection, counts connections,
-   * answers POSTs at once and holds GETs open as watches, recording each request's HTTP version.
+   * An HTTP/2 server (HTTP/1.1 too, as kube-apiserver) that allows `streams` streams a connection, counts HTTP/2
+   * connections, answers POSTs at once and holds GETs open as watches, recording each request's HTTP version.
    */
   async function startHttp2Server(
     streams: number,
@@ -94,10 +95,8 @@ describe('ClusterUpstream connections', () => {
       },
     );
     const sockets: TLSSocket[] = [];
-    server.on('secureConnection', (socket: TLSSocket) => {
-      connections++;
-      sockets.push(socket);
-    });
+    server.on('secureConnection', (socket: TLSSocket) => sockets.push(socket));
+    server.on('session', () => connections++);
     servers.push(server);
     await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
     const stop = (): Promise<void> =>
@@ -108,19 +107,20 @@ describe('ClusterUpstream connections', () => {
     return { url: `https://127.0.0.1:${(server.address() as AddressInfo).port}`, connections: () => connections, versions, stop };
   }
 
-  /** Opens a GET that stays open (a watch), resolving once its first bytes arrived. */
-  async function openWatch(dispatcher: ClusterDispatcher, origin: string): Promise<{ end: () => void }> {
-    const res = await dispatcher.request({ origin, method: 'GET', path: '/watch' });
-    const first = await new Promise<string>((resolve) => res.body.once('data', (chunk: Buffer) => resolve(chunk.toString())));
+  /** Opens a GET that stays open (a watch) as an HTTP/2 stream, resolving once its first bytes arrived. */
+  async function openWatch(upstream: ClusterUpstream): Promise<{ end: () => void }> {
+    const watches = upstream.http2Watches();
+    if (watches === undefined) throw new Error('no HTTP/2 watches');
+    const { stream } = await watches.request({ ':method': 'GET', ':path': '/watch' });
+    const first = await new Promise<string>((resolve) => stream.once('data', (chunk: Buffer) => resolve(chunk.toString())));
     expect(first).toBe('watching\n');
-    return { end: () => res.body.destroy() };
+    return { end: () => stream.destroy() };
   }
 
-  /** Watches go over HTTP/1.1 until the upstream has asked the server: waits until one arrives over HTTP/2. */
-  async function untilHttp2(dispatcher: ClusterDispatcher, origin: string, versions: string[]): Promise<void> {
-    for (let i = 0; !versions.includes('GET 2.0'); i++) {
+  /** Watches go over HTTP/1.1 until the upstream has asked the server which protocols it offers. */
+  async function untilHttp2(upstream: ClusterUpstream): Promise<void> {
+    for (let i = 0; upstream.http2Watches() === undefined; i++) {
       expect(i).toBeLessThan(100);
-      (await openWatch(dispatcher, origin)).end();
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
   }
@@ -131,12 +131,12 @@ describe('ClusterUpstream connections', () => {
     const dispatcher = new ClusterDispatcher();
     dispatcher.setUpstreams([upstream]);
     try {
-      await untilHttp2(dispatcher, upstream.watchBase, versions);
+      await untilHttp2(upstream);
       const before = connections();
-      const watches = await Promise.all(Array.from({ length: 12 }, () => openWatch(dispatcher, upstream.watchBase)));
-      // 12 watches at 5 streams a connection: at most 3 connections, not one each.
-      expect(connections() - before).toBeLessThanOrEqual(3);
-      expect(versions.filter((v) => v === 'GET 2.0').length).toBeGreaterThanOrEqual(12);
+      const watches = await Promise.all(Array.from({ length: 12 }, () => openWatch(upstream)));
+      // 12 watches at 5 streams a connection: 3 connections, not one each.
+      expect(connections() - before).toBe(3);
+      expect(versions.filter((v) => v === 'GET 2.0').length).toBe(12);
       // A write while every watch connection carries its limit is answered at once, over HTTP/1.1; so is a read.
       const write = await dispatcher.request({ origin: upstream.virtualBase, method: 'POST', path: '/write', body: '{}' });
       expect(await write.body.text()).toBe('written');
@@ -144,7 +144,38 @@ describe('ClusterUpstream connections', () => {
       const read = await dispatcher.request({ origin: upstream.virtualBase, method: 'GET', path: '/object' });
       read.body.destroy();
       expect(versions.at(-1)).toBe('GET 1.1');
+      // Streams that ended free their places: the next watches take no new connection.
+      for (const watch of watches.splice(0, 5)) watch.end();
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      watches.push(...(await Promise.all(Array.from({ length: 5 }, () => openWatch(upstream)))));
+      expect(connections() - before).toBe(3);
       for (const watch of watches) watch.end();
+    } finally {
+      await upstream.destroy();
+    }
+  });
+
+  it('fails a watch whose head does not come in time, and one whose stream the server resets', async () => {
+    const versions: string[] = [];
+    const server = createSecureServer({ cert: serving.certPem, key: serving.keyPem, allowHTTP1: true }, (req) => {
+      versions.push(req.url);
+      // '/silent' is never answered; '/reset' is reset before a head.
+      if (req.url === '/reset') req.stream.close(0x2);
+    });
+    servers.push(server);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const upstream = new ClusterUpstream(
+      { name: 'a', server: `https://127.0.0.1:${(server.address() as AddressInfo).port}`, caPem: ca.certPem, buckets: [], limits: [] },
+      undefined,
+      { headersTimeoutMs: 300 },
+      pino({ level: 'silent' }),
+    );
+    try {
+      await untilHttp2(upstream);
+      const watches = upstream.http2Watches()!;
+      await expect(watches.request({ ':method': 'GET', ':path': '/silent' })).rejects.toBeInstanceOf(UpstreamTimeoutError);
+      await expect(watches.request({ ':method': 'GET', ':path': '/reset' })).rejects.toThrow(/INTERNAL_ERROR|closed the stream/);
+      expect(versions).toEqual(['/silent', '/reset']);
     } finally {
       await upstream.destroy();
     }
@@ -158,7 +189,8 @@ describe('ClusterUpstream connections', () => {
     dispatcher.setUpstreams([upstream]);
     try {
       await new Promise((resolve) => setTimeout(resolve, 200));
-      const res = await dispatcher.request({ origin: upstream.watchBase, method: 'GET', path: '/' });
+      expect(upstream.http2Watches()).toBeUndefined();
+      const res = await dispatcher.request({ origin: upstream.virtualBase, method: 'GET', path: '/' });
       expect(await res.body.text()).toBe('ctrlmesh-proxy');
     } finally {
       await upstream.destroy();
@@ -168,23 +200,28 @@ describe('ClusterUpstream connections', () => {
   it('returns watches to HTTP/1.1 when the server stops offering HTTP/2', async () => {
     const first = await startHttp2Server(5);
     const upstream = upstreamTo(first.url, ca.certPem);
-    const dispatcher = new ClusterDispatcher();
-    dispatcher.setUpstreams([upstream]);
     try {
-      await untilHttp2(dispatcher, upstream.watchBase, first.versions);
+      await untilHttp2(upstream);
+      const watches = upstream.http2Watches()!;
+      (await openWatch(upstream)).end();
       // The same address now serves HTTP/1.1 only, and the HTTP/2 connection is gone.
       await first.stop();
       const { server } = await startServer(serving, ca, Number(new URL(first.url).port));
       servers.push(server);
-      const get = async (): Promise<string> => (await dispatcher.request({ origin: upstream.watchBase, method: 'GET', path: '/' })).body.text();
-      // The watches that find the connection gone, or HTTP/1.1 on a new one, fail (the client retries, as after any
-      // 503); had the HTTP/2 watches not been given up, every one would fail so.
-      const failures: string[] = [];
-      while ((await get().catch((err: Error) => failures.push(err.message))) !== 'ctrlmesh-proxy') expect(failures.length).toBeLessThan(3);
-      expect(failures.at(-1)).toMatch(/no longer offers HTTP\/2/);
-      // The watches after it go over HTTP/1.1.
-      expect(await get()).toBe('ctrlmesh-proxy');
-      expect(await get()).toBe('ctrlmesh-proxy');
+      // The watch that finds HTTP/1.1 on a new connection fails (the client retries, as after any 503), and watches
+      // go back to HTTP/1.1: had HTTP/2 not been given up, every one would fail so.
+      const failures: unknown[] = [];
+      while (upstream.http2Watches() !== undefined) {
+        // A watch on the old connection, not yet seen closed, fails too.
+        failures.push(await watches.request({ ':method': 'GET', ':path': '/' }).catch((err: unknown) => err));
+        expect(failures.length).toBeLessThan(3);
+      }
+      expect(failures.at(-1)).toBeInstanceOf(Error);
+      expect(upstream.http2Watches()).toBeUndefined();
+      const dispatcher = new ClusterDispatcher();
+      dispatcher.setUpstreams([upstream]);
+      const res = await dispatcher.request({ origin: upstream.virtualBase, method: 'GET', path: '/' });
+      expect(await res.body.text()).toBe('ctrlmesh-proxy');
     } finally {
       await upstream.destroy();
     }
@@ -193,15 +230,14 @@ describe('ClusterUpstream connections', () => {
   it('verifies the server certificate on the HTTP/2 watch connections too', async () => {
     const genuine = await startHttp2Server(5);
     const upstream = upstreamTo(genuine.url, ca.certPem);
-    const dispatcher = new ClusterDispatcher();
-    dispatcher.setUpstreams([upstream]);
     try {
-      await untilHttp2(dispatcher, upstream.watchBase, genuine.versions);
+      await untilHttp2(upstream);
+      (await openWatch(upstream)).end();
       // An impostor takes the address: its certificate comes from a CA the cluster does not trust.
       await genuine.stop();
       const other = await createCertificateAuthority({ commonName: 'other-ca' });
       const impostor = await startHttp2Server(5, await issueCertificate({ ca: other, commonName: 'impostor', ipAddresses: ['127.0.0.1'], usage: 'server' }), Number(new URL(genuine.url).port));
-      await expect(openWatch(dispatcher, upstream.watchBase)).rejects.toThrow(/certificate/);
+      await expect(openWatch(upstream)).rejects.toThrow(/certificate/);
       expect(impostor.versions).toEqual([]);
     } finally {
       await upstream.destroy();
