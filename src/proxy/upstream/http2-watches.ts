@@ -47,8 +47,9 @@ export class Http2WatchPool {
    */
   request(headers: OutgoingHttpHeaders): Promise<Http2Answer> {
     const connection = this.connectionWithRoom();
-    connection.streams++;
+    // Throws on a header HTTP/2 cannot carry: counted only once the stream exists.
     const stream = connection.session.request(headers, { endStream: true });
+    connection.streams++;
     // Errors after the head are the reader's: until it listens, one must not throw.
     stream.on('error', ignore);
     stream.once('close', () => connection.streams--);

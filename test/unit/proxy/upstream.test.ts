@@ -155,6 +155,26 @@ describe('ClusterUpstream connections', () => {
     }
   });
 
+  it('takes no place on a connection for a request HTTP/2 cannot carry', async () => {
+    const { url, connections } = await startHttp2Server(1);
+    const upstream = upstreamTo(url, ca.certPem);
+    try {
+      await untilHttp2(upstream);
+      const before = connections();
+      // A connection-specific header: node:http2 throws before any stream exists, on the connection it opened.
+      expect(() => upstream.http2Watches()!.request({ ':method': 'GET', ':path': '/watch', te: 'gzip' })).toThrow(/Connection specific/);
+      // The one stream the server allows goes to the next watch, on that connection.
+      const watch = await openWatch(upstream);
+      expect(connections() - before).toBe(1);
+      const second = await openWatch(upstream);
+      expect(connections() - before).toBe(2);
+      watch.end();
+      second.end();
+    } finally {
+      await upstream.destroy();
+    }
+  });
+
   it('fails a watch whose head does not come in time, and one whose stream the server resets', async () => {
     const versions: string[] = [];
     const server = createSecureServer({ cert: serving.certPem, key: serving.keyPem, allowHTTP1: true }, (req) => {
