@@ -271,6 +271,8 @@ interface Bed {
   direct: Target;
   /** direct, kubectl proxy, forwarder, ctrlmesh proxy (and the baseline builds): kubectl proxy is at index 1. */
   targets: Target[];
+  /** The forwarder with watches as node:http2 streams: a further target of the storm of watches only. */
+  watchFloor?: Target;
   bucket: number;
   labels: Record<string, string>;
   progress: (message: string) => void;
@@ -561,7 +563,7 @@ async function openManyWatches(url: string, rv: string): Promise<ManyWatches> {
  */
 async function manyWatchRows(bed: Bed): Promise<BenchRow[]> {
   const { direct, targets, progress } = bed;
-  const proxies = targets.filter((t) => t.url !== undefined);
+  const proxies = [...targets.filter((t) => t.url !== undefined), ...(bed.watchFloor ? [bed.watchFloor] : [])];
   const loads: number[] = [loadavg()[0]!];
   type Run = { openMs: number; headP50Ms: number; failed: number; failure: string; cpuUsPerWatch: number; overflows: number };
   const perRound = proxies.map(() => [] as Run[]);
@@ -674,14 +676,20 @@ async function proxyRows(progress: (message: string) => void, sections: Readonly
     progress('starting the logic-free Node forwarder');
     const files = { ca: join(dir, 'fwd-ca.crt'), cert: join(dir, 'fwd-client.crt'), key: join(dir, 'fwd-client.key') };
     await Promise.all([writeFile(files.ca, server.caPem), writeFile(files.cert, server.clientCertPem), writeFile(files.key, server.clientKeyPem, { mode: 0o600 })]);
-    const forwarderPort = await freePort();
-    const forwarder = spawn(
-      process.execPath,
-      ['--expose-gc', '--import', pathToFileURL(GC_PROBE).href, FORWARDER, server.server, files.ca, files.cert, files.key, String(forwarderPort)],
-      { stdio: ['ignore', 'pipe', 'inherit'] },
-    );
-    children.push(forwarder);
-    await waitForLine(forwarder, /forwarder listening on/);
+    const startForwarder = async (...mode: string[]): Promise<{ child: ChildProcess; url: string }> => {
+      const port = await freePort();
+      const child = spawn(
+        process.execPath,
+        ['--expose-gc', '--import', pathToFileURL(GC_PROBE).href, FORWARDER, server!.server, files.ca, files.cert, files.key, String(port), ...mode],
+        { stdio: ['ignore', 'pipe', 'inherit'] },
+      );
+      children.push(child);
+      await waitForLine(child, /forwarder listening on/);
+      return { child, url: `http://127.0.0.1:${port}` };
+    };
+    const { child: forwarder, url: forwarderUrl } = await startForwarder();
+    // The storm's floor: its watches as ctrlmesh's go, as node:http2 streams.
+    const watchFloor = sections.has('watch-open') ? await startForwarder('h2-watches') : undefined;
 
     progress('starting ctrlmesh proxy (built CLI)');
     await writeFile(join(dir, 'table.json'), JSON.stringify(routeTable(server, bucket)));
@@ -725,7 +733,6 @@ async function proxyRows(progress: (message: string) => void, sections: Readonly
       ...(workers ? { workers } : {}),
     });
     const kubectlUrl = `http://127.0.0.1:${kubectlPort}`;
-    const forwarderUrl = `http://127.0.0.1:${forwarderPort}`;
     const targets: Target[] = [
       direct,
       proxyTarget('kubectl proxy', kubectlUrl, kubectlProxy, false),
@@ -734,7 +741,16 @@ async function proxyRows(progress: (message: string) => void, sections: Readonly
       ...baselines.map((b) => proxyTarget(b.name, b.apiUrl, b.child, true, b.workers)),
     ];
     pools.push(...targets.slice(1).map((t) => t.pool));
-    const bed: Bed = { server, direct, targets, bucket, labels, progress };
+    const bed: Bed = {
+      server,
+      direct,
+      targets,
+      bucket,
+      labels,
+      progress,
+      ...(watchFloor ? { watchFloor: proxyTarget('Node forwarder, watches as HTTP/2 streams', watchFloor.url, watchFloor.child, true) } : {}),
+    };
+    if (bed.watchFloor) pools.push(bed.watchFloor.pool);
     const rows: BenchRow[] = [];
 
     if (sections.has('get-list')) rows.push(...(await getListRows(bed)));
@@ -780,8 +796,8 @@ const benchmark: Benchmark = {
     `(node:http + one undici Pool), via ctrlmesh proxy (breaker, selector injection, metrics on); ${ROUNDS} interleaved rounds, ` +
     `medians over rounds; latency from ${LATENCY_REQUESTS} sequential calls (wall ms), throughput with ${CONCURRENCY} in flight, ` +
     `CPU µs of the serving process per request; watch events/s and CPU per event through each proxy (${WATCH_EVENT_ROUNDS} rounds of ` +
-    `${WATCH_EVENT_UPDATES} updates); ${MANY_WATCHES} watches opened at once through each proxy (time to all response heads, ` +
-    `failures, memory per open watch); LIST of ${LARGE_OBJECTS} ConfigMaps through each target (${LARGE_ROUNDS} rounds). ` +
+    `${WATCH_EVENT_UPDATES} updates); ${MANY_WATCHES} watches opened at once through each proxy and through the forwarder with ` +
+    `watches as node:http2 streams (time to all response heads, failures, memory per open watch); LIST of ${LARGE_OBJECTS} ConfigMaps through each target (${LARGE_ROUNDS} rounds). ` +
     `Then shard selection on a kube-apiserver v1.37 (ShardedListAndWatch on), ` +
     `one shard of 8/32 fnv buckets: cluster-wide LIST and WATCH of ConfigMaps through proxies selecting by labelSelector, ` +
     `by shardSelector and by filtering everything themselves, vs direct; proxyRead* is /proc/<pid>/io rchar (every read ` +

@@ -4,20 +4,25 @@
  * request and response bodies streamed, no judgement (no parsing, routing, selector, breaker or metrics). Only the
  * hop-by-hop headers are dropped, which HTTP requires. What it costs is the floor a Node proxy can reach.
  *
- *   node dist/bench/probes/forwarder.js <https://api-server> <ca file> <client cert file> <client key file> <port>
+ *   node dist/bench/probes/forwarder.js <https://api-server> <ca file> <client cert file> <client key file> <port> [h2-watches]
+ *
+ * With `h2-watches`, watches go instead as streams of a few node:http2 connections (as many streams on each as the
+ * server allows), as ctrlmesh's do: the floor of a Node proxy for a storm of watches opened at once.
  *
  * Prints `forwarder listening on <port>` once it accepts connections. Started with
  * `--expose-gc --import gc-memory.js` it answers SIGUSR2 with its memory after a forced GC, like the ctrlmesh proxy.
  */
 import { readFileSync } from 'node:fs';
-import { createServer, type IncomingHttpHeaders } from 'node:http';
+import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
+import { connect, constants, type ClientHttp2Session } from 'node:http2';
 import { Pool } from 'undici';
 
-const [upstream, caFile, certFile, keyFile, port] = process.argv.slice(2);
-if (!upstream || !caFile || !certFile || !keyFile || !port) {
-  process.stderr.write('usage: forwarder <https://api-server> <ca file> <client cert file> <client key file> <port>\n');
+const [upstream, caFile, certFile, keyFile, port, mode] = process.argv.slice(2);
+if (!upstream || !caFile || !certFile || !keyFile || !port || (mode !== undefined && mode !== 'h2-watches')) {
+  process.stderr.write('usage: forwarder <https://api-server> <ca file> <client cert file> <client key file> <port> [h2-watches]\n');
   process.exit(2);
 }
+const tls = { ca: readFileSync(caFile, 'utf8'), cert: readFileSync(certFile, 'utf8'), key: readFileSync(keyFile, 'utf8'), rejectUnauthorized: true };
 
 const pool = new Pool(upstream, {
   // As ctrlmesh's ClusterUpstream: every watch holds a connection of its own, watches stream without a body
@@ -26,7 +31,7 @@ const pool = new Pool(upstream, {
   bodyTimeout: 0,
   keepAliveTimeout: 60_000,
   keepAliveMaxTimeout: 600_000,
-  connect: { ca: readFileSync(caFile, 'utf8'), cert: readFileSync(certFile, 'utf8'), key: readFileSync(keyFile, 'utf8'), rejectUnauthorized: true },
+  connect: tls,
 });
 
 /** How long a response of unknown length may keep its head back waiting for body bytes. */
@@ -41,7 +46,45 @@ function endToEnd(headers: IncomingHttpHeaders): Record<string, string | string[
   return out;
 }
 
+/** HTTP/2 connections for watches (h2-watches), each with its open streams. */
+const sessions: { session: ClientHttp2Session; streams: number }[] = [];
+
+/** Streams a connection carries: the test bed's kube-apiserver allows 100 (ctrlmesh asks the server; a probe need not). */
+const STREAMS = 100;
+
+function sessionWithRoom(): { session: ClientHttp2Session; streams: number } {
+  let found = sessions.find((c) => !c.session.closed && !c.session.destroyed && c.streams < STREAMS);
+  if (!found) {
+    found = { session: connect(upstream!, tls), streams: 0 };
+    found.session.on('error', () => undefined);
+    sessions.push(found);
+  }
+  return found;
+}
+
+function watchOverHttp2(req: IncomingMessage, res: ServerResponse): void {
+  const connection = sessionWithRoom();
+  const stream = connection.session.request({ ...endToEnd(req.headers), ':method': 'GET', ':path': req.url ?? '/' }, { endStream: true });
+  connection.streams++;
+  stream.once('close', () => connection.streams--);
+  stream.once('response', (head) => {
+    const headers: Record<string, string | string[]> = {};
+    for (const [name, value] of Object.entries(head)) if (!name.startsWith(':') && value !== undefined) headers[name] = value;
+    res.writeHead(Number(head[':status']), headers);
+    res.flushHeaders();
+    stream.pipe(res);
+  });
+  stream.once('error', () => {
+    if (!res.headersSent) res.writeHead(502);
+    res.end();
+  });
+  res.once('close', () => {
+    if (!stream.destroyed) stream.close(constants.NGHTTP2_CANCEL);
+  });
+}
+
 const server = createServer((req, res) => {
+  if (mode === 'h2-watches' && req.method === 'GET' && /[?&]watch=(true|1)(&|$)/.test(req.url ?? '')) return watchOverHttp2(req, res);
   const controller = new AbortController();
   // The client went away (a watch closed): the upstream request goes too.
   res.once('close', () => {
@@ -72,10 +115,14 @@ const server = createServer((req, res) => {
 server.keepAliveTimeout = 60_000;
 // Node's defaults, as a logic-free forwarder has them: accept backlog 511 (the ctrlmesh proxy asks for the kernel's
 // most), a TLS context built per connection from the PEM text and undici's weak session cache (the ctrlmesh proxy
-// shares one context per cluster and keeps the last session ticket).
-server.listen(Number(port), '127.0.0.1', () => process.stdout.write(`forwarder listening on ${port}\n`));
+// shares one context per cluster and keeps the last session ticket). As the storm's floor (h2-watches) it takes the
+// kernel's deepest accept queue too, so its time is its work and not connects turned away.
+server.listen({ port: Number(port), host: '127.0.0.1', ...(mode === 'h2-watches' ? { backlog: 65_535 } : {}) }, () =>
+  process.stdout.write(`forwarder listening on ${port}\n`),
+);
 process.on('SIGTERM', () => {
   server.close();
   server.closeAllConnections();
+  for (const { session } of sessions) session.destroy();
   void pool.destroy().finally(() => process.exit(0));
 });

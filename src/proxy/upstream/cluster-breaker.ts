@@ -28,7 +28,7 @@ export function createClusterBreaker(options: {
 }): CircuitBreaker<[Forward], void> {
   const { cluster, settings, gauge, logger } = options;
   const breaker = new CircuitBreaker<[Forward], void>((forward: Forward) => forward(), {
-    // undici's headersTimeout bounds each call and fails it; opossum's own timer would race the response.
+    // The connections' own head timeout (undici's, the HTTP/2 watches') bounds each call; opossum's timer would race it.
     timeout: false,
     errorThresholdPercentage: settings.errorThresholdPercentage,
     volumeThreshold: settings.volumeThreshold,
