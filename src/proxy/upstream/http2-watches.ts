@@ -18,6 +18,9 @@ interface Connection {
 
 const ignore = (): void => undefined;
 
+/** A connection without streams for this long is closed (as the HTTP/1.1 pool's idle connections): a storm's leave none. */
+const IDLE_CLOSE_MS = 60_000;
+
 /**
  * Watches to one API server as streams of as few HTTP/2 connections as its stream limit allows, on node:http2
  * itself: a watch goes to the first connection with a free stream, and a new connection is opened only when none has
@@ -39,6 +42,7 @@ export class Http2WatchPool {
     private readonly streams: number,
     private readonly headersTimeoutMs: number,
     private readonly onHttp1: () => void,
+    private readonly idleCloseMs = IDLE_CLOSE_MS,
   ) {}
 
   /**
@@ -52,7 +56,9 @@ export class Http2WatchPool {
     connection.streams++;
     // Errors after the head are the reader's: until it listens, one must not throw.
     stream.on('error', ignore);
-    stream.once('close', () => connection.streams--);
+    stream.once('close', () => {
+      if (--connection.streams === 0 && !connection.session.closed) connection.session.setTimeout(this.idleCloseMs);
+    });
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         stream.close(constants.NGHTTP2_CANCEL);
@@ -106,6 +112,15 @@ export class Http2WatchPool {
     });
     const connection = { session, streams: 0 };
     this.connections.push(connection);
+    // Fires after that long without a frame, and again that long after its last stream ended; a connection whose
+    // quiet watches still run stays.
+    session.setTimeout(this.idleCloseMs);
+    session.on('timeout', () => {
+      if (connection.streams > 0) return;
+      const at = this.connections.indexOf(connection);
+      if (at >= 0) this.connections.splice(at, 1);
+      session.close();
+    });
     return connection;
   }
 

@@ -3,8 +3,9 @@ import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import { pino } from 'pino';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { UpstreamTimeoutError } from '../../../src/errors.js';
+import { Http2WatchPool } from '../../../src/proxy/upstream/http2-watches.js';
 import { ClusterDispatcher, ClusterUpstream } from '../../../src/proxy/upstream/upstream.js';
 import { createCertificateAuthority, issueCertificate, type CertificateAuthority, type IssuedCertificate } from '../../../src/tls/index.js';
 
@@ -82,9 +83,10 @@ describe('ClusterUpstream connections', () => {
     streams: number,
     certificate: IssuedCertificate = serving,
     port = 0,
-  ): Promise<{ url: string; connections: () => number; versions: string[]; stop: () => Promise<void> }> {
+  ): Promise<{ url: string; connections: () => number; closed: () => number; versions: string[]; stop: () => Promise<void> }> {
     const versions: string[] = [];
     let connections = 0;
+    let closed = 0;
     const server = createSecureServer(
       { cert: certificate.certPem, key: certificate.keyPem, ca: ca.certPem, requestCert: true, rejectUnauthorized: true, allowHTTP1: true, settings: { maxConcurrentStreams: streams } },
       (req, res) => {
@@ -96,7 +98,10 @@ describe('ClusterUpstream connections', () => {
     );
     const sockets: TLSSocket[] = [];
     server.on('secureConnection', (socket: TLSSocket) => sockets.push(socket));
-    server.on('session', () => connections++);
+    server.on('session', (session) => {
+      connections++;
+      session.once('close', () => closed++);
+    });
     servers.push(server);
     await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
     const stop = (): Promise<void> =>
@@ -104,7 +109,7 @@ describe('ClusterUpstream connections', () => {
         server.close(() => resolve());
         for (const socket of sockets) socket.destroy();
       });
-    return { url: `https://127.0.0.1:${(server.address() as AddressInfo).port}`, connections: () => connections, versions, stop };
+    return { url: `https://127.0.0.1:${(server.address() as AddressInfo).port}`, connections: () => connections, closed: () => closed, versions, stop };
   }
 
   /** Opens a GET that stays open (a watch) as an HTTP/2 stream, resolving once its first bytes arrived. */
@@ -172,6 +177,33 @@ describe('ClusterUpstream connections', () => {
       second.end();
     } finally {
       await upstream.destroy();
+    }
+  });
+
+  it('closes a connection once it carried no stream for its idle time, and keeps one whose quiet watch runs', async () => {
+    const { url, connections, closed } = await startHttp2Server(2);
+    const pool = new Http2WatchPool(new URL(url), { ca: ca.certPem, cert: client.certPem, key: client.keyPem, rejectUnauthorized: true }, 2, 5_000, () => undefined, 200);
+    const watch = async (): Promise<{ end: () => void }> => {
+      const { stream } = await pool.request({ ':method': 'GET', ':path': '/watch' });
+      await new Promise((resolve) => stream.once('data', resolve));
+      return { end: () => stream.destroy() };
+    };
+    try {
+      const quiet = await watch();
+      const others = await Promise.all([watch(), watch()]);
+      expect(connections()).toBe(2);
+      for (const other of others) other.end();
+      // The connection whose streams ended goes after its idle time; the one with the quiet watch stays.
+      await vi.waitFor(() => expect(closed()).toBe(1), { timeout: 3_000 });
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      expect(closed()).toBe(1);
+      // The quiet watch's connection takes the next watch: no new connection.
+      (await watch()).end();
+      expect(connections()).toBe(2);
+      quiet.end();
+      await vi.waitFor(() => expect(closed()).toBe(2), { timeout: 3_000 });
+    } finally {
+      pool.destroy();
     }
   });
 
