@@ -119,6 +119,19 @@ describe('the proxy in front of real API servers, with a static route table', ()
     for (const ns of [ownedNs, foreignNs, operatorNs]) await admin.deleteNamespace({ name: ns }).catch(() => undefined);
   });
 
+  it('starts every watch before its first event, the shard\'s and the cluster-scoped ones it passes', async () => {
+    const nodes = (await admin.listNode()).metadata?.resourceVersion;
+    const configMaps = (await admin.listNamespacedConfigMap({ namespace: ownedNs })).metadata?.resourceVersion;
+    // From the current version and without bookmarks: nothing is sent until something changes.
+    for (const path of [`/api/v1/nodes?watch=true&resourceVersion=${nodes}`, `/api/v1/namespaces/${ownedNs}/configmaps?watch=true&resourceVersion=${configMaps}`]) {
+      const controller = new AbortController();
+      const res = await fetch(`${harness.proxy.apiUrl}${path}`, { signal: AbortSignal.any([controller.signal, AbortSignal.timeout(5_000)]) });
+      expect(res.status).toBe(200);
+      expect(res.headers.get('content-type')).toMatch(/^application\/json/);
+      controller.abort();
+    }
+  });
+
   it('lists only the shard\'s objects, keeping the client\'s own selector', async () => {
     const all = await core.listConfigMapForAllNamespaces({ labelSelector: 'app=demo' });
     const names = all.items.map((c) => `${c.metadata?.namespace}/${c.metadata?.name}`);
