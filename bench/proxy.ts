@@ -555,6 +555,16 @@ async function openManyWatches(url: string, rv: string): Promise<ManyWatches> {
   return { openMs, headP50Ms: percentile(heads, 0.5) ?? Number.NaN, failed, failure, close: () => pool.destroy() };
 }
 
+/** Waits at least 2 s, then until the process used under 10 % of a core over half a second (at most 20 s). */
+async function untilQuiet(pid: number | undefined): Promise<void> {
+  await sleep(2000);
+  for (const deadline = Date.now() + 20_000; Date.now() < deadline; ) {
+    const before = await processCpuUs(pid);
+    await sleep(500);
+    if ((await processCpuUs(pid)) - before < 50_000) return;
+  }
+}
+
 /**
  * MANY_WATCHES watches opened at once through each proxy: the time until all have their response head, failures,
  * the serving process's CPU per watch opened, and its memory per open watch (VmRSS; RSS and heap after a forced GC
@@ -601,8 +611,10 @@ async function manyWatchRows(bed: Bed): Promise<BenchRow[]> {
         });
       }
       await opened.close();
-      // The proxy and the API server let the closed watches go before the next target opens its own.
-      await sleep(3000);
+      // The proxy and the API server let the closed watches go before the next target opens its own: a storm that
+      // starts while the API server still tears down the last one's connections pays for them (targets follow each
+      // other in the same order in every round, so it would always be the same one).
+      await untilQuiet(bed.server.pid());
       loads.push(loadavg()[0]!);
     }
   }
