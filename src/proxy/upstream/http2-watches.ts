@@ -18,8 +18,8 @@ interface Connection {
 
 const ignore = (): void => undefined;
 
-/** A connection without streams for this long is closed (as the HTTP/1.1 pool's idle connections): a storm's leave none. */
-const IDLE_CLOSE_MS = 60_000;
+/** How long a connection to an API server stays open unused, HTTP/1.1 or HTTP/2: a storm's leave none behind. */
+export const IDLE_CONNECTION_MS = 60_000;
 
 /**
  * Watches to one API server as streams of as few HTTP/2 connections as its stream limit allows, on node:http2
@@ -42,7 +42,7 @@ export class Http2WatchPool {
     private readonly streams: number,
     private readonly headersTimeoutMs: number,
     private readonly onHttp1: () => void,
-    private readonly idleCloseMs = IDLE_CLOSE_MS,
+    private readonly idleCloseMs = IDLE_CONNECTION_MS,
   ) {}
 
   /**

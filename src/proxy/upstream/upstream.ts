@@ -3,7 +3,7 @@ import { createSecureContext, type SecureContext } from 'node:tls';
 import { buildConnector, Dispatcher, Pool } from 'undici';
 import { CtrlmeshError, ErrorCodes } from '../../errors.js';
 import type { ClusterRoute } from '../../transport/index.js';
-import { Http2WatchPool } from './http2-watches.js';
+import { Http2WatchPool, IDLE_CONNECTION_MS } from './http2-watches.js';
 import { probeWatchProtocol } from './watch-protocol.js';
 
 /** What the proxy presents to one cluster's API server: a client certificate and key, or a bearer token. */
@@ -106,11 +106,13 @@ export class ClusterUpstream {
         ? upstreamTls({ ca: route.caPem === '' ? undefined : route.caPem, cert: credentials?.certPem, key: credentials?.keyPem })
         : undefined;
     this.pool = new Pool(this.server.origin, {
-      ...this.poolOptions(),
+      headersTimeout: options.headersTimeoutMs,
+      // Watches stream for as long as the API server keeps them open.
+      bodyTimeout: 0,
       // No cap: where watches go over HTTP/1.1, each holds a connection of its own for as long as it runs.
       connections: null,
       // Idle connections stay 60 s (undici's default is 4 s), so a request after a pause pays no TLS handshake.
-      keepAliveTimeout: 60_000,
+      keepAliveTimeout: IDLE_CONNECTION_MS,
       keepAliveMaxTimeout: 600_000,
       ...(this.tls ? { connect: resumingConnector(this.tls) } : {}),
     });
@@ -150,14 +152,6 @@ export class ClusterUpstream {
     this.closed = true;
     this.watches?.destroy();
     await this.pool.destroy();
-  }
-
-  private poolOptions(): { headersTimeout: number; bodyTimeout: number } {
-    return {
-      headersTimeout: this.options.headersTimeoutMs,
-      // Watches stream for as long as the API server keeps them open.
-      bodyTimeout: 0,
-    };
   }
 
   private probe(): void {
