@@ -55,6 +55,8 @@ export class Fleet {
   readonly #reportRevisions = new Map<string, number>();
   readonly #handovers = new Map<string, KnownHandover>();
   readonly #routes = new Map<string, Map<string, PublishedRoute>>();
+  /** The route tables being written, by routes key (see writingRoute). */
+  readonly #writing = new Map<string, { table: RouteTable; sealed: Uint8Array }>();
   readonly #lastSeen = new Map<string, LastSeen>();
   readonly #acks = new Map<string, Map<string, number>>();
   /** The rules named by the latest acknowledgement of each shard (operator, then shard), as a comparable key. */
@@ -152,6 +154,9 @@ export class Fleet {
 
   applyRouteEntry(entry: KvEntry): void {
     if (entry.operation !== 'PUT') return;
+    // The leader's own write, read back before the write's answer came: known as it will be once answered.
+    const writing = this.#writing.get(entry.key);
+    if (writing && Buffer.from(writing.sealed).equals(entry.value)) return this.recordRoute(writing.table, entry.revision, writing.sealed);
     const at = this.routeAt(entry.key);
     // The leader's own write read back, exactly the bytes it published under this key: no second verification
     // (about 0.3 ms of verification and decoding per table); its revision is learned all the same.
@@ -214,6 +219,19 @@ export class Fleet {
   recordHandover(record: HandoverStateRecord, revision: number): void {
     this.#handovers.set(record.operator, { record, revision });
     this.#corruptHandovers.delete(record.operator);
+  }
+
+  /**
+   * A route table the leader is writing, as the bytes it sends (`sealed`), until the returned function is called:
+   * the watch of the routes bucket often delivers the write before its answer comes, and then needs no verification.
+   */
+  writingRoute(table: RouteTable, sealed: Uint8Array): () => void {
+    const key = Keys.route(table.operator, table.shard);
+    const writing = { table, sealed };
+    this.#writing.set(key, writing);
+    return () => {
+      if (this.#writing.get(key) === writing) this.#writing.delete(key);
+    };
   }
 
   /** A route table the leader has just published at `revision`, as the bytes it wrote (`sealed`). */

@@ -159,7 +159,8 @@ async function reconcileOperator(ctx: ReconcileContext, plan: OperatorPlan, now:
   const writes = await Promise.allSettled(
     changed.map(async ({ table, revision: at }) => {
       const sealed = ctx.signer.seal(RouteTableKind, table);
-      const revision = await publishSealedRouteTable(ctx.routes, table, sealed, at);
+      const written = fleet.writingRoute(table, sealed);
+      const revision = await publishSealedRouteTable(ctx.routes, table, sealed, at).finally(written);
       fleet.recordRoute(table, revision, sealed);
       ctx.metrics.routeTablesPublished.inc({ operator: plan.operator });
       return table;

@@ -51,10 +51,15 @@ export function receiveMessage<S extends TSchema>(
 
 /** Checks a value before sending, so a bug in a sender shows up there rather than in every receiver. */
 export function encodeMessage<S extends TSchema>(kind: MessageKind<S>, value: Static<S>): Uint8Array {
+  return Buffer.from(encodeMessageText(kind, value), 'utf8');
+}
+
+/** `encodeMessage` as JSON text, for a message that travels inside another (a signed envelope's payload). */
+export function encodeMessageText<S extends TSchema>(kind: MessageKind<S>, value: Static<S>): string {
   const check = checker(kind.schema);
   if (!check.Check(value)) {
     const first = check.Errors(value).First();
     throw new CtrlmeshError(ErrorCodes.MESSAGE, `refusing to send an invalid ${kind.kind}: ${first?.path ?? '/'}: ${first?.message ?? "invalid"}`);
   }
-  return Buffer.from(JSON.stringify(value), 'utf8');
+  return JSON.stringify(value);
 }

@@ -1,6 +1,6 @@
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { InvalidConfigError } from '../errors.js';
-import { decodeMessage, encodeMessage, type DecodeResult } from './codec.js';
+import { decodeMessage, encodeMessage, encodeMessageText, type DecodeResult } from './codec.js';
 import { ed25519Signer, ed25519Verify } from './ed25519.js';
 import { Messages, type MessageKind, type RenewReply } from './messages.js';
 import { RouteTableSchema, type RouteTable } from './route-table.js';
@@ -42,7 +42,7 @@ export function routeSigner(seed: string): RouteSigner {
   return {
     publicKey: key.publicKey,
     seal(kind, value) {
-      const payload = Buffer.from(encodeMessage(kind, value)).toString('utf8');
+      const payload = encodeMessageText(kind, value);
       const signature = key.sign(signed(kind.kind, payload)).toString('base64');
       return encodeMessage(EnvelopeKind, { schema: 1, kind: kind.kind, signer: key.publicKey, signature, payload });
     },

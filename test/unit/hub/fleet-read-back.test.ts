@@ -85,4 +85,25 @@ describe("Fleet: the leader's own writes read back", () => {
     fleet.applyRouteEntry({ ...routes.entry(key), value: signer.seal(RouteTableKind, newer), revision: 11 });
     expect(fleet.routes.get('ns/op')?.get('a/s1')).toMatchObject({ revision: 11, table: { version: 6 } });
   });
+
+  it('knows its own table read back before the write was answered, by those bytes only', async () => {
+    // It trusts no key: any table it had to verify would be refused.
+    const fleet = new Fleet(logger, []);
+    const routes = new FakeKv();
+    const key = Keys.route('ns/op', 'a/s1');
+    const table = routeTableFixture({ operator: 'ns/op', shard: 'a/s1', version: 5, clusters: [] });
+    const sealed = signer.seal(RouteTableKind, table);
+    const written = fleet.writingRoute(table, sealed);
+    // Other bytes under the key meanwhile (another table, signed by the same key) are verified as any stored table.
+    await routes.put(key, signer.seal(RouteTableKind, { ...table, version: 6 }));
+    fleet.applyRouteEntry(routes.entry(key));
+    expect(fleet.routes.get('ns/op')?.get('a/s1')).toBeUndefined();
+    const revision = await routes.put(key, sealed);
+    fleet.applyRouteEntry(routes.entry(key));
+    expect(fleet.routes.get('ns/op')?.get('a/s1')).toMatchObject({ revision, table: { version: 5 } });
+    // The answer then comes: the same table at the same revision.
+    written();
+    fleet.recordRoute(table, revision, sealed);
+    expect(fleet.routes.get('ns/op')?.get('a/s1')).toMatchObject({ revision, table: { version: 5 } });
+  });
 });
