@@ -126,6 +126,8 @@ async function serve(deps: ProxyDeps, registry: Registry, currentRules: () => Ru
   const api = Fastify({
     loggerInstance: logger.child({ listener: 'api' }) as FastifyBaseLogger,
     logController: quiet(),
+    // Nor a child logger per request (a watch would keep its own for as long as it lasts): the proxy's are enough.
+    childLoggerFactory: (parent) => parent,
     forceCloseConnections: true,
     // The handler reads the query from the request target itself, as the API server will (parseApiRequest): the
     // router's own parse of it, on every request, would go unread.

@@ -75,13 +75,15 @@ function jsonAccept(accept: string | undefined): { accept: string; table: boolea
   return { accept: json.join(','), table: json.some((m) => /;\s*as=Table\b/iu.test(m)) };
 }
 
-/** The proxy's one route: judge the request as the API server will read it, enforce the shard, forward what was judged. */
-export function createApiHandler(options: ApiHandlerOptions): (request: FastifyRequest, reply: FastifyReply) => Promise<FastifyReply> {
+/**
+ * The proxy's one route: judge the request as the API server will read it, enforce the shard, forward what was judged.
+ * The route itself is synchronous and every answer goes by `reply` alone: an async route would have fastify wait on
+ * the reply as a promise, which holds listeners on each response until it ends (a watch's, for as long as it lasts).
+ */
+export function createApiHandler(options: ApiHandlerOptions): (request: FastifyRequest, reply: FastifyReply) => void {
   const { controller, logger, breakerRetryAfterSeconds, guard, requests } = options;
 
-  // Every path returns `reply`: a response sent later from a callback (watch streams, renamed locks) must not be
-  // pre-empted by fastify answering an async handler that resolved with nothing.
-  return async function handle(request, reply) {
+  const handle = async (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> => {
     const started = performance.now();
     const state = controller.current;
     if (state === undefined) {
@@ -264,6 +266,9 @@ export function createApiHandler(options: ApiHandlerOptions): (request: FastifyR
       observe(reply.statusCode);
     }
     return reply;
+  };
+  return (request, reply) => {
+    handle(request, reply).catch((err: unknown) => reply.send(err));
   };
 }
 
