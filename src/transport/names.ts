@@ -60,26 +60,26 @@ export const Keys = {
   leader: 'leader',
 } as const;
 
-const SAFE = /^[A-Za-z0-9_-]$/;
-const ALL_SAFE = /^[A-Za-z0-9_-]+$/;
+/** What a token cannot hold as it is: anything but letters, digits, `_` and `-` (a character, not a UTF-16 unit). */
+const UNSAFE = /[^A-Za-z0-9_-]/gu;
+
+const escapeByte = (byte: number): string => `=${byte.toString(16).toUpperCase().padStart(2, '0')}`;
+/** The escapes of ASCII, made once: names escape little else (the `/` of namespace/name, dots). */
+const ASCII_ESCAPES = Array.from({ length: 0x80 }, (_, code) => escapeByte(code));
+
+const escapeCharacter = (character: string): string => {
+  if (character.length === 1 && character.charCodeAt(0) < 0x80) return ASCII_ESCAPES[character.charCodeAt(0)]!;
+  let out = '';
+  for (const byte of Buffer.from(character, 'utf8')) out += escapeByte(byte);
+  return out;
+};
 
 /**
  * Encodes a name as one NATS token that is also a valid KV key part: letters, digits, `_` and `-` are kept,
  * every other UTF-8 byte becomes `=XX` (upper-case hex). Reversible by `decodeToken`; the empty string is `=`.
  */
 export function encodeToken(name: string): string {
-  if (name === '') return '=';
-  // Most names need no escape: one test instead of one per character.
-  if (ALL_SAFE.test(name)) return name;
-  let out = '';
-  for (const ch of name) {
-    if (SAFE.test(ch)) {
-      out += ch;
-      continue;
-    }
-    for (const byte of Buffer.from(ch, 'utf8')) out += `=${byte.toString(16).toUpperCase().padStart(2, '0')}`;
-  }
-  return out;
+  return name === '' ? '=' : name.replace(UNSAFE, escapeCharacter);
 }
 
 /** Inverse of `encodeToken`; returns undefined for a string `encodeToken` cannot have produced. */
