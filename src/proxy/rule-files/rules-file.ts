@@ -1,5 +1,5 @@
 import { readFile } from 'node:fs/promises';
-import { loadAllYaml } from '@kubernetes/client-node';
+import yaml from 'js-yaml';
 import { validateManifest } from '../../api/index.js';
 import { FileError } from '../../errors.js';
 import { compileRule, ruleSetOf, type CompiledRule, type RuleSet } from '../rules/index.js';
@@ -24,7 +24,7 @@ export async function loadRuleFiles(paths: readonly string[], now: number): Prom
   for (const path of paths) {
     let docs: unknown[];
     try {
-      docs = loadAllYaml(await readFile(path, 'utf8')) as unknown[];
+      docs = yaml.loadAll(await readFile(path, 'utf8'));
     } catch (err) {
       throw new FileError(path, `cannot read the rules (${(err as Error).message})`, { cause: err });
     }

@@ -1,38 +1,72 @@
 import { readFileSync } from 'node:fs';
-import { KubeConfig } from '@kubernetes/client-node';
+import { dirname, resolve } from 'node:path';
+import yaml from 'js-yaml';
 import { FileError } from '../../errors.js';
 import type { ClusterCredentials } from './upstream.js';
 
-function pem(data: string | undefined, file: string | undefined): string | undefined {
-  if (data !== undefined) return Buffer.from(data, 'base64').toString('utf8');
-  return file === undefined ? undefined : readFileSync(file, 'utf8');
+/** A kubeconfig's `users[].user`, the fields the proxy reads. */
+interface KubeconfigUser {
+  'client-certificate-data'?: unknown;
+  'client-certificate'?: unknown;
+  'client-key-data'?: unknown;
+  'client-key'?: unknown;
+  token?: unknown;
+  tokenFile?: unknown;
+}
+
+const text = (value: unknown): string | undefined => (typeof value === 'string' && value !== '' ? value : undefined);
+const entries = (value: unknown): Record<string, unknown>[] =>
+  Array.isArray(value) ? value.filter((e): e is Record<string, unknown> => e !== null && typeof e === 'object') : [];
+
+/** Inline data (base64) or a file, relative to the kubeconfig's folder as kubectl reads it. */
+function pem(data: unknown, file: unknown, folder: string): string | undefined {
+  const inline = text(data);
+  if (inline !== undefined) return Buffer.from(inline, 'base64').toString('utf8');
+  const path = text(file);
+  return path === undefined ? undefined : readFileSync(resolve(folder, path), 'utf8');
 }
 
 /**
  * The proxy's credentials per cluster, from a kubeconfig whose context names are the registered cluster names
- * (client certificate and key, inline or as files, or a bearer token). Servers and CAs come from the route table.
+ * (client certificate and key, inline or as files, or a bearer token, inline or as a file). Servers and CAs come from
+ * the route table. Read with a YAML parser alone: the Kubernetes client library would cost the sidecar more memory
+ * than everything else it loads (docs/proxy.md, Figures).
  */
 export function loadCredentials(path: string): Map<string, ClusterCredentials> {
-  const config = new KubeConfig();
+  let config: unknown;
   try {
-    config.loadFromFile(path);
+    config = yaml.load(readFileSync(path, 'utf8'));
   } catch (err) {
     throw new FileError(path, `not a readable kubeconfig (${(err as Error).message})`, { cause: err });
   }
+  if (config === null || typeof config !== 'object' || Array.isArray(config)) throw new FileError(path, 'not a readable kubeconfig (not a YAML mapping)');
+  const { contexts, users } = config as { contexts?: unknown; users?: unknown };
+  const folder = dirname(path);
+  // The first user of a name counts, as for kubectl.
+  const byName = new Map<string, KubeconfigUser>();
+  for (const entry of entries(users)) {
+    const name = text(entry.name);
+    if (name !== undefined && !byName.has(name)) byName.set(name, (entry.user ?? {}) as KubeconfigUser);
+  }
   const credentials = new Map<string, ClusterCredentials>();
-  for (const context of config.getContexts()) {
-    const user = config.getUser(context.user);
-    if (user === null) throw new FileError(path, `context "${context.name}" names user "${context.user}", which the file does not define`);
+  for (const [i, context] of entries(contexts).entries()) {
+    const name = text(context.name);
+    if (name === undefined) throw new FileError(path, `contexts[${i}].name is missing`);
+    const userName = text((context.context as { user?: unknown } | null | undefined)?.user);
+    const user = userName === undefined ? undefined : byName.get(userName);
+    if (user === undefined) throw new FileError(path, `context "${name}" names user "${userName ?? ''}", which the file does not define`);
     try {
-      const certPem = pem(user.certData, user.certFile);
-      const keyPem = pem(user.keyData, user.keyFile);
-      credentials.set(context.name, {
+      const certPem = pem(user['client-certificate-data'], user['client-certificate'], folder);
+      const keyPem = pem(user['client-key-data'], user['client-key'], folder);
+      const tokenFile = text(user.tokenFile);
+      const token = text(user.token) ?? (tokenFile === undefined ? undefined : readFileSync(resolve(folder, tokenFile), 'utf8').trim());
+      credentials.set(name, {
         ...(certPem === undefined ? {} : { certPem }),
         ...(keyPem === undefined ? {} : { keyPem }),
-        ...(user.token === undefined ? {} : { token: user.token }),
+        ...(token === undefined ? {} : { token }),
       });
     } catch (err) {
-      throw new FileError(path, `user "${context.user}": cannot read its certificate or key (${(err as Error).message})`, { cause: err });
+      throw new FileError(path, `user "${userName}": cannot read its certificate, key or token (${(err as Error).message})`, { cause: err });
     }
   }
   return credentials;
