@@ -18,12 +18,16 @@ const text = (value: unknown): string | undefined => (typeof value === 'string' 
 const entries = (value: unknown): Record<string, unknown>[] =>
   Array.isArray(value) ? value.filter((e): e is Record<string, unknown> => e !== null && typeof e === 'object') : [];
 
-/** Inline data (base64) or a file, relative to the kubeconfig's folder as kubectl reads it. */
-function pem(data: unknown, file: unknown, folder: string): string | undefined {
-  const inline = text(data);
-  if (inline !== undefined) return Buffer.from(inline, 'base64').toString('utf8');
+/** A file the kubeconfig names, read relative to the kubeconfig's folder as kubectl reads it. */
+function fileNamed(file: unknown, folder: string): string | undefined {
   const path = text(file);
   return path === undefined ? undefined : readFileSync(resolve(folder, path), 'utf8');
+}
+
+/** Inline data (base64) or a file the kubeconfig names. */
+function pem(data: unknown, file: unknown, folder: string): string | undefined {
+  const inline = text(data);
+  return inline === undefined ? fileNamed(file, folder) : Buffer.from(inline, 'base64').toString('utf8');
 }
 
 /**
@@ -58,8 +62,7 @@ export function loadCredentials(path: string): Map<string, ClusterCredentials> {
     try {
       const certPem = pem(user['client-certificate-data'], user['client-certificate'], folder);
       const keyPem = pem(user['client-key-data'], user['client-key'], folder);
-      const tokenFile = text(user.tokenFile);
-      const token = text(user.token) ?? (tokenFile === undefined ? undefined : readFileSync(resolve(folder, tokenFile), 'utf8').trim());
+      const token = text(user.token) ?? fileNamed(user.tokenFile, folder)?.trim();
       credentials.set(name, {
         ...(certPem === undefined ? {} : { certPem }),
         ...(keyPem === undefined ? {} : { keyPem }),
