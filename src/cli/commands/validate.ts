@@ -1,6 +1,5 @@
 import { readFile } from 'node:fs/promises';
-import { loadAllYaml } from '@kubernetes/client-node';
-import { formatProblems, validateDocuments } from '../../api/index.js';
+import { formatProblems, parseManifests, validateDocuments } from '../../api/index.js';
 import { FileError, UsageError } from '../../errors.js';
 import { stringList, type Command } from '../command.js';
 
@@ -15,11 +14,11 @@ export async function readText(path: string): Promise<string> {
   }
 }
 
-/** The documents of a YAML (multi-document) or JSON file. */
+/** The documents of a YAML (multi-document) or JSON file, empty ones left out. */
 export async function readDocuments(path: string): Promise<unknown[]> {
   const text = await readText(path);
   try {
-    return loadAllYaml(text) as unknown[];
+    return parseManifests(text);
   } catch (err) {
     throw new FileError(path, `is not valid YAML or JSON: ${(err as Error).message.split('\n')[0]}`, { cause: err });
   }
@@ -40,7 +39,9 @@ export const validateCommand: Command = {
     if (files.length === 0) throw new UsageError('name at least one file with -f (see ctrlmesh validate --help)');
     let failed = false;
     for (const file of files) {
-      const { reports, skipped } = validateDocuments(await readDocuments(file));
+      const docs = await readDocuments(file);
+      if (docs.length === 0) ctx.logger.info({ file }, 'no documents in the file');
+      const { reports, skipped } = validateDocuments(docs);
       if (skipped > 0) ctx.logger.info({ file, skipped }, 'skipped documents of other API groups');
       for (const report of reports) {
         if (report.problems.length === 0) ctx.stdout.write(`${file}: ${report.kind}/${report.name}: valid\n`);

@@ -1,6 +1,5 @@
 import { readFile } from 'node:fs/promises';
-import yaml from 'js-yaml';
-import { validateManifest } from '../../api/index.js';
+import { parseManifests, validateManifest } from '../../api/index.js';
 import { FileError } from '../../errors.js';
 import { compileRule, ruleSetOf, type CompiledRule, type RuleSet } from '../rules/index.js';
 
@@ -24,11 +23,11 @@ export async function loadRuleFiles(paths: readonly string[], now: number): Prom
   for (const path of paths) {
     let docs: unknown[];
     try {
-      docs = yaml.loadAll(await readFile(path, 'utf8'));
+      docs = parseManifests(await readFile(path, 'utf8'));
     } catch (err) {
       throw new FileError(path, `cannot read the rules (${(err as Error).message})`, { cause: err });
     }
-    for (const doc of docs.filter((d) => d !== null && d !== undefined)) {
+    for (const doc of docs) {
       const result = validateManifest(doc);
       if (!result.ok) {
         const problems = result.problems.map((p) => `${p.path} ${p.reason}`).join('; ');

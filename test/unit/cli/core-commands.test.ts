@@ -1,8 +1,8 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
-import { loadAllYaml } from '@kubernetes/client-node';
+import { parseManifests } from '../../../src/api/index.js';
 import { describe, expect, it, vi } from 'vitest';
 import { run } from '../../../src/cli/run.js';
 
@@ -98,6 +98,26 @@ describe('ctrlmesh validate', () => {
     expect(r).toEqual({ code: 1, stdout: `${file}: FaultInjection/f: spec.httpFault[0].abort.percent: must be from 0 to 100, not 101\n`, stderr: '' });
   });
 
+  it('leaves out empty documents: a leading or trailing ---, a file of comments', async () => {
+    const file = join(dir, 'separators.yaml');
+    const example = readFileSync(join(examples, 'circuit-breaker.yaml'), 'utf8');
+    writeFileSync(file, `---\n${example}\n---\n# nothing here\n---\n`);
+    const r = await ctrlmesh('validate', '-f', file);
+    expect(r.code).toBe(0);
+    expect(r.stdout.trim().split('\n')).toHaveLength(1);
+    expect(r.stdout).toMatch(/^.*: CircuitBreaker\/[^:]+: valid$/mu);
+    const comments = join(dir, 'comments.yaml');
+    writeFileSync(comments, '# only a comment\n---\n');
+    expect(await ctrlmesh('validate', '-f', comments)).toMatchObject({ code: 0, stdout: '' });
+  });
+  it('names the line of text that is not YAML, exit 2', async () => {
+    const file = join(dir, 'broken.yaml');
+    writeFileSync(file, 'kind: ShardingConfig\nmetadata: {name: [unclosed\n');
+    const r = await ctrlmesh('validate', '-f', file);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(new RegExp(`^ctrlmesh: ${file}: is not valid YAML or JSON: .*\\(3:1\\)\\n$`, 'u'));
+  });
+
   it('turns a missing file into a FileError, exit 2', async () => {
     const r = await ctrlmesh('validate', '-f', join(dir, 'missing.yaml'));
     expect(r).toEqual({ code: 2, stdout: '', stderr: `ctrlmesh: ${join(dir, 'missing.yaml')}: cannot read it: no such file\n` });
@@ -139,7 +159,7 @@ describe('ctrlmesh crds', () => {
   it('prints three CRDs as YAML', async () => {
     const r = await ctrlmesh('crds');
     expect(r.code).toBe(0);
-    expect(loadAllYaml(r.stdout).map((d) => (d as { metadata: { name: string } }).metadata.name)).toEqual([
+    expect(parseManifests(r.stdout).map((d) => (d as { metadata: { name: string } }).metadata.name)).toEqual([
       'shardingconfigs.ctrlmesh.kusionstack.io',
       'circuitbreakers.ctrlmesh.kusionstack.io',
       'faultinjections.ctrlmesh.kusionstack.io',
