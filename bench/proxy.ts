@@ -306,7 +306,8 @@ async function createMany(bed: Bed, namespace: string, count: number): Promise<v
 
 /** GET and LIST 100 through every target: latency, throughput and the serving process's CPU per request. */
 async function getListRows(bed: Bed): Promise<BenchRow[]> {
-  const { targets, progress } = bed;
+  const { server, targets, progress } = bed;
+  const apiPid = server.pid();
   const paths = { GET: `/api/v1/namespaces/${NAMESPACE}/configmaps/cm-1`, LIST: `/api/v1/namespaces/${NAMESPACE}/configmaps?labelSelector=app%3Dbench` };
   const rows: BenchRow[] = [];
   const loads: number[] = [loadavg()[0]!];
@@ -314,17 +315,18 @@ async function getListRows(bed: Bed): Promise<BenchRow[]> {
   for (const [verb, path] of Object.entries(paths)) {
     // Per target: one { p50, p99, rps } per round. Targets take turns within a round (order rotated each
     // round), so a burst of other work on the machine lands on all of them rather than on one.
-    const perRound = targets.map(() => [] as { p50: number; p99: number; rps: number; cpuUsPerRequest: number }[]);
+    const perRound = targets.map(() => [] as { p50: number; p99: number; rps: number; cpuUsPerRequest: number; apiCpuUsPerRequest: number }[]);
     for (let r = 0; r < ROUNDS; r++) {
       progress(`${verb} round ${r + 1}/${ROUNDS}: each target ${LATENCY_REQUESTS} sequential, then ${THROUGHPUT_REQUESTS} with ${CONCURRENCY} in flight`);
       for (let k = 0; k < targets.length; k++) {
         const t = (r + k) % targets.length;
-        const cpuBefore = await targetCpuUs(targets[t]!);
+        const [cpuBefore, apiBefore] = [await targetCpuUs(targets[t]!), await processCpuUs(apiPid)];
         const times = await latencies(targets[t]!, path, LATENCY_REQUESTS, WARMUP);
         const rps = await throughput(targets[t]!, path, THROUGHPUT_REQUESTS);
+        const [cpuAfter, apiAfter] = [await targetCpuUs(targets[t]!), await processCpuUs(apiPid)];
         // The warm-up requests are served too: they count.
-        const cpuUsPerRequest = ((await targetCpuUs(targets[t]!)) - cpuBefore) / (WARMUP + LATENCY_REQUESTS + THROUGHPUT_REQUESTS);
-        perRound[t]!.push({ p50: percentile(times, 0.5), p99: percentile(times, 0.99), rps, cpuUsPerRequest });
+        const served = WARMUP + LATENCY_REQUESTS + THROUGHPUT_REQUESTS;
+        perRound[t]!.push({ p50: percentile(times, 0.5), p99: percentile(times, 0.99), rps, cpuUsPerRequest: (cpuAfter - cpuBefore) / served, apiCpuUsPerRequest: (apiAfter - apiBefore) / served });
       }
       loads.push(loadavg()[0]!);
     }
@@ -349,6 +351,9 @@ async function getListRows(bed: Bed): Promise<BenchRow[]> {
               cpuUsPerRequest: round(overRounds(runs, (m) => m.cpuUsPerRequest), 1),
               cpuVsKubectlProxy: round(overRounds(runs, (m, r) => m.cpuUsPerRequest / kubectlRuns[r]!.cpuUsPerRequest), 2),
             }),
+        // What the same requests cost the API server: the other half of the two cores throughput is shared by.
+        apiServerCpuUsPerRequest: round(overRounds(runs, (m) => m.apiCpuUsPerRequest), 1),
+        apiServerCpuVsKubectlProxy: round(overRounds(runs, (m, r) => m.apiCpuUsPerRequest / kubectlRuns[r]!.apiCpuUsPerRequest), 2),
       });
     });
   }
