@@ -7,7 +7,7 @@ import { createProxyMetrics, createRegistry, registerOpsRoutes, showRulesInForce
 import type { RouteTable } from '../transport/index.js';
 import { startEgressProxy, type EgressProxy } from './egress/egress-proxy.js';
 import { createApiGuard } from './request/api-guard.js';
-import { createApiHandler } from './request/api-handler.js';
+import { apiErrorHandler, createApiHandler } from './request/api-handler.js';
 import { createUpgradeHandler } from './request/upgrade.js';
 import { RouteController } from './routes/route-controller.js';
 import type { RouteSource } from './routes/route-source.js';
@@ -132,6 +132,8 @@ async function serve(deps: ProxyDeps, registry: Registry, currentRules: () => Ru
     // The handler reads the query from the request target itself, as the API server will (parseApiRequest): the
     // router's own parse of it, on every request, would go unread.
     routerOptions: { querystringParser: () => ({}) },
+    // A path the router cannot decode (a bad %-escape) is refused before any route, as a Status too.
+    frameworkErrors: apiErrorHandler(logger),
   });
   // Bodies stream to the API server as they come; only lock objects are read (to rename them).
   api.removeAllContentTypeParsers();
@@ -144,6 +146,7 @@ async function serve(deps: ProxyDeps, registry: Registry, currentRules: () => Ru
     requests: config.requests,
     ...(guard ? { guard } : {}),
   });
+  api.setErrorHandler(apiErrorHandler(logger));
   api.all('/*', handler);
   api.all('/', handler);
   api.server.on('upgrade', createUpgradeHandler({ controller, logger, headers: config.requests }));

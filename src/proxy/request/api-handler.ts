@@ -1,4 +1,4 @@
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import { BodyTooLargeError, SelectorSyntaxError, UnjudgedListError, UpstreamTimeoutError } from '../../errors.js';
@@ -17,6 +17,20 @@ import { sendWhole } from './whole-body.js';
 export function sendStatus(reply: FastifyReply, status: KubeStatus, retryAfterSeconds?: number): FastifyReply {
   if (retryAfterSeconds !== undefined) reply.header('retry-after', String(retryAfterSeconds));
   return reply.code(status.code).type('application/json').send(JSON.stringify(status));
+}
+
+/**
+ * The answer to an error no other code answered (a client's body cut while the proxy read it, a list cut while it
+ * judged it): a Kubernetes Status with the error's own code, else 500 InternalError, as the proxy's every answer
+ * of its own is, so clients read it as they read the API server's; never fastify's own error JSON. Server errors are
+ * logged. (After the head went out fastify ends the connection instead: nothing can be answered then.)
+ */
+export function apiErrorHandler(logger: Logger): (err: FastifyError, request: FastifyRequest, reply: FastifyReply) => void {
+  return (err, request, reply) => {
+    const code = err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 600 ? err.statusCode : 500;
+    if (code >= 500) logger.error({ err, method: request.method }, 'a request failed in the proxy');
+    sendStatus(reply, statusFor(code, code >= 500 ? `the proxy could not complete the request: ${err.message}` : err.message));
+  };
 }
 
 /**

@@ -45,6 +45,21 @@ class ScriptedRules implements RuleSource {
   }
 }
 
+/** A GET of `path` exactly as written (fetch would normalise it), and its answer. */
+function rawGet(base: string, path: string): Promise<{ statusCode: number; body: string }> {
+  const { hostname, port } = new URL(base);
+  return new Promise((resolve, reject) => {
+    const req = request({ host: hostname, port, method: 'GET', path }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => (body += chunk));
+      res.on('end', () => resolve({ statusCode: res.statusCode ?? 0, body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
 /** Sends one absolute-form request through the egress proxy; resolves with the status code. */
 function viaEgress(egressUrl: string, target: string, method = 'GET'): Promise<number> {
   const proxy = new URL(egressUrl);
@@ -114,6 +129,15 @@ describe('startProxy', () => {
     await running.close();
     proxy = undefined;
     expect(source.stopped).toBe(true);
+  });
+
+  it('refuses a path it cannot decode with a Kubernetes Status, as every answer of its own', async () => {
+    const running = await start(undefined, false);
+    for (const path of ['/api/v1/namespaces/%zz/pods', '/api/v1/namespaces/ns-a/pods/%E0%A4%A', '/%']) {
+      const answer = await rawGet(running.apiUrl, path);
+      expect(answer.statusCode, path).toBe(400);
+      expect(JSON.parse(answer.body), path).toMatchObject({ kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'BadRequest', code: 400 });
+    }
   });
 
   it('without a rule source: no egress unless asked, and an egress port that lets calls pass the rules', async () => {
