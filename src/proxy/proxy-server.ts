@@ -149,6 +149,8 @@ async function serve(deps: ProxyDeps, registry: Registry, currentRules: () => Ru
   api.setErrorHandler(apiErrorHandler(logger));
   api.all('/*', handler);
   api.all('/', handler);
+  // Methods the router has no route for (PROPFIND, LOCK, ...) reach the same judgement, which refuses them (405).
+  api.setNotFoundHandler(handler);
   api.server.on('upgrade', createUpgradeHandler({ controller, logger, headers: config.requests }));
 
   const ops = Fastify({ loggerInstance: logger.child({ listener: 'ops' }) as FastifyBaseLogger, logController: quiet(), forceCloseConnections: true });

@@ -45,11 +45,11 @@ class ScriptedRules implements RuleSource {
   }
 }
 
-/** A GET of `path` exactly as written (fetch would normalise it), and its answer. */
-function rawGet(base: string, path: string): Promise<{ statusCode: number; body: string }> {
+/** A request for `path` exactly as written (fetch would normalise it), and its answer. */
+function rawRequest(base: string, method: string, path: string): Promise<{ statusCode: number; body: string }> {
   const { hostname, port } = new URL(base);
   return new Promise((resolve, reject) => {
-    const req = request({ host: hostname, port, method: 'GET', path }, (res) => {
+    const req = request({ host: hostname, port, method, path }, (res) => {
       let body = '';
       res.setEncoding('utf8');
       res.on('data', (chunk: string) => (body += chunk));
@@ -131,12 +131,17 @@ describe('startProxy', () => {
     expect(source.stopped).toBe(true);
   });
 
-  it('refuses a path it cannot decode with a Kubernetes Status, as every answer of its own', async () => {
+  it('refuses a path it cannot decode, or a method the router does not know, with a Kubernetes Status', async () => {
     const running = await start(undefined, false);
     for (const path of ['/api/v1/namespaces/%zz/pods', '/api/v1/namespaces/ns-a/pods/%E0%A4%A', '/%']) {
-      const answer = await rawGet(running.apiUrl, path);
+      const answer = await rawRequest(running.apiUrl, 'GET', path);
       expect(answer.statusCode, path).toBe(400);
       expect(JSON.parse(answer.body), path).toMatchObject({ kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'BadRequest', code: 400 });
+    }
+    for (const method of ['PROPFIND', 'LOCK', 'MKCOL', 'PURGE', 'TRACE']) {
+      const answer = await rawRequest(running.apiUrl, method, '/api/v1/namespaces/ns-a/pods');
+      expect(answer.statusCode, method).toBe(405);
+      expect(JSON.parse(answer.body), method).toMatchObject({ kind: 'Status', reason: 'MethodNotAllowed', code: 405 });
     }
   });
 
