@@ -39,8 +39,14 @@ export const ProxyConfigSchema = Type.Object(
       },
       strict,
     ),
-    /** Body limit for what the proxy reads (`--max-body-bytes`), and whether `Impersonate-*` headers pass (`--allow-impersonation`). */
-    requests: Type.Object({ maxBodyBytes: Type.Integer({ minimum: 1024, maximum: 64 * 1024 * 1024 }), allowImpersonation: Type.Boolean() }, strict),
+    /**
+     * Body limit for what the proxy reads (`--max-body-bytes`), whether `Impersonate-*` headers pass
+     * (`--allow-impersonation`), and how long a client has to send a whole request, head and body (`--request-read-timeout`).
+     */
+    requests: Type.Object(
+      { maxBodyBytes: Type.Integer({ minimum: 1024, maximum: 64 * 1024 * 1024 }), allowImpersonation: Type.Boolean(), readTimeoutMs: Millis(1_000, 3_600_000) },
+      strict,
+    ),
     /** The proxy fences itself `marginMs` before its lease ends (the hub waits its own margin past it; `--lease-margin`). */
     lease: Type.Object({ marginMs: Millis(0, 600_000) }, strict),
     /** The operator's admission webhook, served here and sent to the owning shard (src/proxy/webhook); off when absent. */
@@ -70,7 +76,8 @@ export const PROXY_DEFAULTS = {
   ops: { host: '127.0.0.1', port: PROXY_OPS_PORT },
   upstream: { headersTimeoutMs: 30_000 },
   breaker: { errorThresholdPercentage: 50, volumeThreshold: 5, resetTimeoutMs: 5_000, rollingCountTimeoutMs: 10_000 },
-  requests: { maxBodyBytes: DEFAULT_MAX_BODY_BYTES, allowImpersonation: false },
+  /** A request still arriving after a minute (kube-apiserver's own --request-timeout) is cut off: 408. */
+  requests: { maxBodyBytes: DEFAULT_MAX_BODY_BYTES, allowImpersonation: false, readTimeoutMs: 60_000 },
   /** Covers clock-rate differences between proxy and hub over one lease, with the hub's own grant margin. */
   lease: { marginMs: 2_000 },
 } as const satisfies ProxyConfig;

@@ -8,6 +8,7 @@ import type { RouteTable } from '../transport/index.js';
 import { startEgressProxy, type EgressProxy } from './egress/egress-proxy.js';
 import { createApiGuard } from './request/api-guard.js';
 import { apiErrorHandler, createApiHandler } from './request/api-handler.js';
+import { answerClientError, answerConnect, answerExpectation } from './request/refused-early.js';
 import { createUpgradeHandler } from './request/upgrade.js';
 import { RouteController } from './routes/route-controller.js';
 import type { RouteSource } from './routes/route-source.js';
@@ -134,7 +135,17 @@ async function serve(deps: ProxyDeps, registry: Registry, currentRules: () => Ru
     routerOptions: { querystringParser: () => ({}) },
     // A path the router cannot decode (a bad %-escape) is refused before any route, as a Status too.
     frameworkErrors: apiErrorHandler(logger),
+    clientErrorHandler: answerClientError,
+    // A client that never finishes its request (a body the proxy reads to judge, held back) is cut off, not waited for;
+    // Node checks at this period, so a short timeout is kept to within half of itself.
+    requestTimeout: config.requests.readTimeoutMs,
+    http: {
+      headersTimeout: Math.min(60_000, config.requests.readTimeoutMs),
+      connectionsCheckingInterval: Math.min(30_000, Math.max(250, config.requests.readTimeoutMs / 2)),
+    },
   });
+  api.server.on('checkExpectation', answerExpectation);
+  api.server.on('connect', answerConnect);
   // Bodies stream to the API server as they come; only lock objects are read (to rename them).
   api.removeAllContentTypeParsers();
   api.addContentTypeParser('*', (_request, payload, done) => done(null, payload));

@@ -67,6 +67,7 @@ function proxyConfig(ctx: CommandContext): ProxyConfig {
       requests: {
         maxBodyBytes: intValue(ctx, 'max-body-bytes', PROXY_DEFAULTS.requests.maxBodyBytes, field.requests.properties.maxBodyBytes),
         allowImpersonation: ctx.values['allow-impersonation'] === true,
+        readTimeoutMs: durationValue(ctx, 'request-read-timeout', PROXY_DEFAULTS.requests.readTimeoutMs, field.requests.properties.readTimeoutMs),
       },
       lease: { marginMs: durationValue(ctx, 'lease-margin', PROXY_DEFAULTS.lease.marginMs, field.lease.properties.marginMs) },
       ...(webhook ? { webhook } : {}),
@@ -151,6 +152,11 @@ export const proxyCommand: Command = {
       type: 'string',
       valueName: 'N',
       description: `largest body the proxy reads to judge a request (locks, Namespace creates; default ${PROXY_DEFAULTS.requests.maxBodyBytes})`,
+    },
+    'request-read-timeout': {
+      type: 'string',
+      valueName: 'DURATION',
+      description: `how long a client may take to send a whole request, head and body, before 408 (default ${formatDuration(PROXY_DEFAULTS.requests.readTimeoutMs)})`,
     },
     'allow-impersonation': { type: 'boolean', description: "pass the operator's Impersonate-* headers (acting with the proxy's identity's impersonate rights)" },
     'lease-margin': { type: 'string', valueName: 'DURATION', description: `with --nats: fence this long before the lease ends (default ${formatDuration(PROXY_DEFAULTS.lease.marginMs)})` },

@@ -12,6 +12,7 @@ export type StatusReason =
   | 'ServiceUnavailable'
   | 'TooManyRequests'
   | 'ExpectationFailed'
+  | 'Timeout'
   | 'InternalError';
 
 export interface StatusDetails {
@@ -41,8 +42,11 @@ const REASONS: Readonly<Record<number, StatusReason>> = {
   403: 'Forbidden',
   404: 'NotFound',
   405: 'MethodNotAllowed',
+  408: 'Timeout',
   413: 'RequestEntityTooLarge',
   415: 'UnsupportedMediaType',
+  // Headers over Node's limit: a client's error, for which Kubernetes has no reason of its own.
+  431: 'BadRequest',
   417: 'ExpectationFailed',
   429: 'TooManyRequests',
   503: 'ServiceUnavailable',

@@ -112,7 +112,7 @@ export async function startTestProxy(options: {
       ops: { host: '127.0.0.1', port: 0 },
       upstream: { headersTimeoutMs: 5000 },
       breaker: options.breaker ?? FAST_BREAKER,
-      requests: { maxBodyBytes: options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES, allowImpersonation: false },
+      requests: { maxBodyBytes: options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES, allowImpersonation: false, readTimeoutMs: 60_000 },
       lease: { marginMs: 500 },
     },
     source: options.source?.(tablePath) ?? new FileRouteSource({ path: tablePath, logger: silent, pollIntervalMs: 100 }),

@@ -1,5 +1,6 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { request } from 'node:http';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
@@ -60,6 +61,22 @@ function rawRequest(base: string, method: string, path: string): Promise<{ statu
   });
 }
 
+/** Writes raw bytes to a new connection and resolves with everything read until the server closes it (or `waitMs`). */
+function rawExchange(port: number, bytes: string, waitMs: number): Promise<string> {
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1');
+    const chunks: Buffer[] = [];
+    const timer = setTimeout(() => socket.destroy(), waitMs);
+    socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+    socket.on('error', () => undefined);
+    socket.on('close', () => {
+      clearTimeout(timer);
+      resolve(Buffer.concat(chunks).toString('latin1'));
+    });
+    socket.on('connect', () => socket.write(bytes));
+  });
+}
+
 /** Sends one absolute-form request through the egress proxy; resolves with the status code. */
 function viaEgress(egressUrl: string, target: string, method = 'GET'): Promise<number> {
   const proxy = new URL(egressUrl);
@@ -96,7 +113,7 @@ describe('startProxy', () => {
       ...(egress ? { egress: { host: '127.0.0.1', port: 0 } } : {}),
       upstream: { headersTimeoutMs: 2_000 },
       breaker: { errorThresholdPercentage: 50, volumeThreshold: 1_000, resetTimeoutMs: 60_000, rollingCountTimeoutMs: 60_000 },
-      requests: { maxBodyBytes: 4_096, allowImpersonation: false },
+      requests: { maxBodyBytes: 4_096, allowImpersonation: false, readTimeoutMs: 1_000 },
       lease: { marginMs: 0 },
     });
     if (!config.ok) throw new Error(config.problems.join('; '));
@@ -144,6 +161,28 @@ describe('startProxy', () => {
       expect(JSON.parse(answer.body), method).toMatchObject({ kind: 'Status', reason: 'MethodNotAllowed', code: 405 });
     }
   });
+
+  it('answers what Node refuses before any route with a Status too, and cuts off a request never sent whole', async () => {
+    const running = await start(undefined, false);
+    const port = Number(new URL(running.apiUrl).port);
+    const pods = '/api/v1/namespaces/ns-a/pods';
+    const cases: [string, string, number, string][] = [
+      ['a method in lower case', `get ${pods} HTTP/1.1\r\nHost: x\r\n\r\n`, 400, 'BadRequest'],
+      ['a Content-Length that is not a number', `POST ${pods} HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n{}`, 400, 'BadRequest'],
+      ['Content-Length beside chunked', `POST ${pods} HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n`, 400, 'BadRequest'],
+      ['a head over Node\'s limit', `GET ${pods}/${'a'.repeat(20_000)} HTTP/1.1\r\nHost: x\r\n\r\n`, 431, 'BadRequest'],
+      ['an Expect other than 100-continue', `GET /api/v1/namespaces/ns-b/pods/p HTTP/1.1\r\nHost: x\r\nConnection: close\r\nExpect: banana\r\n\r\n`, 417, 'ExpectationFailed'],
+      ['CONNECT', 'CONNECT a.example:6443 HTTP/1.1\r\nHost: a.example:6443\r\n\r\n', 405, 'MethodNotAllowed'],
+      // The proxy reads a Namespace create to judge it; one that never sends the rest of its body is not waited for.
+      ['a body never finished', 'POST /api/v1/namespaces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"metadata":', 408, 'Timeout'],
+    ];
+    for (const [what, bytes, code, reason] of cases) {
+      const answer = await rawExchange(port, bytes, 10_000);
+      expect(answer, what).toMatch(new RegExp(`^HTTP/1\\.1 ${code} `, 'u'));
+      const body = answer.slice(answer.indexOf('\r\n\r\n') + 4);
+      expect(JSON.parse(body), what).toMatchObject({ kind: 'Status', apiVersion: 'v1', status: 'Failure', code, reason });
+    }
+  }, 60_000);
 
   it('without a rule source: no egress unless asked, and an egress port that lets calls pass the rules', async () => {
     const running = await start(undefined, false);
