@@ -44,6 +44,8 @@ export function createUpgradeHandler(options: { controller: RouteController; log
   return (req: IncomingMessage, socket: Duplex, clientHead: Buffer): void => {
     const state = controller.current;
     if (state === undefined) return refuse(socket, statusBody(503, 'ServiceUnavailable', 'the proxy has no route table yet'));
+    // As on the API route: a proxy still waiting for its first lease extension answers 503, not as a shard owning nothing.
+    if (state.leasePending) return refuse(socket, statusBody(503, 'ServiceUnavailable', 'the proxy is waiting for the hub to extend its lease; retry shortly'));
     const parsed = parseApiRequest(req.method ?? 'GET', req.url ?? '/');
     if (isRefusal(parsed)) return refuse(socket, statusFor(parsed.code, parsed.message));
     const { info } = parsed;
@@ -58,6 +60,8 @@ export function createUpgradeHandler(options: { controller: RouteController; log
     const decision = decide(info, entry.view, state.table.shard);
     if (decision.kind === 'deny') return refuse(socket, decision.body);
     if (entry.breaker.opened) return refuse(socket, statusBody(503, 'ServiceUnavailable', `cluster "${entry.view.name}" is failing: its circuit breaker is open`));
+    // The fence flag is set by a timer: a lease that ran out by the clock since its last tick ends the table here too.
+    if (!controller.stillServes(state)) return refuse(socket, statusFor(503, 'the lease of the route table this request was judged by ended; retry'));
 
     const { upstream } = entry;
     const headers: OutgoingHttpHeaders = { host: upstream.server.host };

@@ -1,7 +1,7 @@
 import replyFrom from '@fastify/reply-from';
 import Fastify from 'fastify';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
+import { connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
@@ -9,6 +9,7 @@ import { Registry } from 'prom-client';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { createProxyMetrics, type ProxyMetrics } from '../../../src/metrics/index.js';
 import { createApiHandler } from '../../../src/proxy/request/api-handler.js';
+import { createUpgradeHandler } from '../../../src/proxy/request/upgrade.js';
 import { ClusterLinks } from '../../../src/proxy/upstream/cluster-links.js';
 import { TableStore, type RequestGuard, type RouteSource, type RouteSourceHandlers } from '../../../src/proxy/index.js';
 import { RouteController } from '../../../src/proxy/routes/route-controller.js';
@@ -56,6 +57,8 @@ interface Answer {
 interface Harness {
   /** Sends one request to the proxy's listener (a real socket: a streamed body behaves as in production). */
   app: { inject(request: { method: string; url: string; payload?: string; headers?: Record<string, string> }): Promise<Answer> };
+  /** Sends an exec upgrade for `path` over a fresh connection; resolves with all the proxy wrote back. */
+  upgrade(path: string): Promise<string>;
   source: ScriptedSource;
   controller: RouteController;
   metrics: ProxyMetrics;
@@ -106,6 +109,7 @@ describe('createApiHandler', () => {
     });
     app.all('/*', handler);
     app.all('/', handler);
+    app.server.on('upgrade', createUpgradeHandler({ controller, logger, headers: { allowImpersonation: false } }));
     await app.listen({ port: 0, host: '127.0.0.1' });
     const base = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
     const send: Harness['app']['inject'] = async ({ method, url, payload, headers }) => {
@@ -128,7 +132,16 @@ describe('createApiHandler', () => {
         ],
         ...overrides,
       });
-    return { app: { inject: send }, source, controller, metrics, table };
+    const upgrade = (path: string): Promise<string> =>
+      new Promise((resolve) => {
+        const socket = connect(Number(new URL(base).port), '127.0.0.1');
+        const chunks: Buffer[] = [];
+        socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+        socket.on('error', () => undefined);
+        socket.on('close', () => resolve(Buffer.concat(chunks).toString('utf8')));
+        socket.on('connect', () => socket.write(`POST ${path} HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n\r\n`));
+      });
+    return { app: { inject: send }, upgrade, source, controller, metrics, table };
   }
 
   const status = (res: Answer): { code: number; reason: string; message: string } =>
@@ -269,9 +282,11 @@ describe('createApiHandler', () => {
   });
 
   it('answers 503 until the hub first extends its lease, then serves: an operator starting beside it never lists an empty shard', async () => {
-    const { app, source, table, controller } = await harness({ leased: true });
+    const { app, upgrade, source, table, controller } = await harness({ leased: true });
     source.handlers!.onTable(table(2));
     expect(controller.current?.fenced).toBe(true);
+    // An exec as well: 503, not 404 as a shard that owns nothing.
+    expect(await upgrade(`/api/v1/namespaces/${OWNED}/pods/p/exec?command=ls&stdout=true`)).toMatch(/^HTTP\/1\.1 503 [^]*waiting for the hub to extend its lease/u);
     for (const url of [`/api/v1/namespaces/${OWNED}/configmaps`, `/api/v1/configmaps?watch=true`, `/api/v1/namespaces/${OWNED}/configmaps/x`]) {
       const res = await app.inject({ method: 'GET', url });
       expect(res.statusCode, url).toBe(503);
@@ -284,11 +299,12 @@ describe('createApiHandler', () => {
   });
 
   it('stops sending the moment the lease runs out, before the fence timer notices, then serves nothing', async () => {
-    const { app, source, table, controller } = await harness({ leased: true });
+    const { app, upgrade, source, table, controller } = await harness({ leased: true });
     source.handlers!.onRenewal(now);
     source.handlers!.onTable(table(2));
     const owned = `/api/v1/namespaces/${OWNED}/configmaps/x`;
     expectForwarded(await app.inject({ method: 'GET', url: owned }));
+    expect(await upgrade(`/api/v1/namespaces/${OWNED}/pods/p/exec?command=ls&stdout=true`)).toMatch(/^HTTP\/1\.1 503 [^]*API server unreachable/u);
 
     now += LEASE_SECONDS * 1000 + 1;
     // The timer has not ticked: the table still says unfenced, yet nothing judged by it leaves.
@@ -296,6 +312,9 @@ describe('createApiHandler', () => {
     const stale = await app.inject({ method: 'GET', url: owned });
     expect(stale.statusCode).toBe(503);
     expect(status(stale).message).toContain('lease ended meanwhile');
+    // An exec is held to the clock as well: refused, where before this tick it was forwarded (and found the API server down).
+    const exec = `/api/v1/namespaces/${OWNED}/pods/p/exec?command=ls&stdout=true`;
+    expect(await upgrade(exec)).toMatch(/^HTTP\/1\.1 503 [^]*lease of the route table this request was judged by ended/u);
 
     vi.advanceTimersByTime(100);
     expect(controller.current?.fenced).toBe(true);
