@@ -8,6 +8,7 @@ import {
 import type { Logger } from 'pino';
 import { isApiStatus } from '../kube/index.js';
 import type { AgentMetrics } from '../metrics/index.js';
+import { requestTimeoutChecks } from '../runtime/index.js';
 import type { HashSettings } from '../sharding/index.js';
 import { admit, type AdmissionRequest } from './admission.js';
 import { INJECT_PATH, injectionWebhook, registerInjectionRoute, type SidecarInjector } from './sidecar-webhook.js';
@@ -29,6 +30,11 @@ export interface WebhookServerOptions {
   metrics: AgentMetrics;
   /** Serves sidecar injection too (pods labelled enable-proxy=true). */
   injector?: SidecarInjector;
+  /**
+   * How long a caller may take to send a whole review before 408 and a closed connection (default 30 s, the longest
+   * an API server waits for a webhook): a client holding a body back would otherwise hold its connection forever.
+   */
+  readTimeoutMs?: number;
 }
 
 export const WEBHOOK_PATH = '/mutate';
@@ -37,7 +43,13 @@ export const WEBHOOK_PATH = '/mutate';
 export async function startWebhookServer(options: WebhookServerOptions): Promise<{ app: FastifyInstance; port: number }> {
   // The API server keeps its connections to the webhook alive: one answering when the agent stops would hold the
   // server open until its keep-alive timeout (72 s). The configuration is deleted by then; a call cut off is ignored.
-  const app = Fastify({ logger: false, forceCloseConnections: true, https: { cert: options.tls.certPem, key: options.tls.keyPem } });
+  const readTimeoutMs = options.readTimeoutMs ?? 30_000;
+  const app = Fastify({
+    logger: false,
+    forceCloseConnections: true,
+    requestTimeout: readTimeoutMs,
+    https: { cert: options.tls.certPem, key: options.tls.keyPem, ...requestTimeoutChecks(readTimeoutMs) },
+  });
   app.post(WEBHOOK_PATH, async (req) => {
     const review = req.body as { apiVersion?: string; request?: AdmissionRequest };
     if (!review.request?.uid) {

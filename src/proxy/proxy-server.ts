@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import type { Registry } from 'prom-client';
 import type { Logger } from 'pino';
 import { createProxyMetrics, createRegistry, registerOpsRoutes, showRulesInForce, type ProxyMetrics } from '../metrics/index.js';
+import { requestTimeoutChecks } from '../runtime/index.js';
 import type { RouteTable } from '../transport/index.js';
 import { startEgressProxy, type EgressProxy } from './egress/egress-proxy.js';
 import { createApiGuard } from './request/api-guard.js';
@@ -136,13 +137,9 @@ async function serve(deps: ProxyDeps, registry: Registry, currentRules: () => Ru
     // A path the router cannot decode (a bad %-escape) is refused before any route, as a Status too.
     frameworkErrors: apiErrorHandler(logger),
     clientErrorHandler: answerClientError,
-    // A client that never finishes its request (a body the proxy reads to judge, held back) is cut off, not waited for;
-    // Node checks at this period, so a short timeout is kept to within half of itself.
+    // A client that never finishes its request (a body the proxy reads to judge, held back) is cut off, not waited for.
     requestTimeout: config.requests.readTimeoutMs,
-    http: {
-      headersTimeout: Math.min(60_000, config.requests.readTimeoutMs),
-      connectionsCheckingInterval: Math.min(30_000, Math.max(250, config.requests.readTimeoutMs / 2)),
-    },
+    http: requestTimeoutChecks(config.requests.readTimeoutMs),
   });
   api.server.on('checkExpectation', answerExpectation);
   api.server.on('connect', answerConnect);

@@ -1,1 +1,2 @@
 export { CoalescingRunner, DEFAULT_BURST } from './coalescing-runner.js';
+export { requestTimeoutChecks } from './request-timeout.js';
