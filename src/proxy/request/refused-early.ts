@@ -1,6 +1,6 @@
-import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { statusFor } from './status.js';
+import { endWithStatus, statusFor } from './status.js';
 
 /**
  * Answers to requests Node's HTTP server refuses before any route sees them, as Status bodies like every answer of
@@ -9,17 +9,10 @@ import { statusFor } from './status.js';
  */
 
 /** The code and message for an error Node's HTTP server reports on a connection (its `clientError`). */
-export function clientErrorStatus(err: NodeJS.ErrnoException): { code: number; message: string } {
+function clientErrorStatus(err: NodeJS.ErrnoException): { code: number; message: string } {
   if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') return { code: 408, message: 'the request was not sent whole within the proxy\'s read timeout' };
   if (err.code === 'HPE_HEADER_OVERFLOW') return { code: 431, message: 'the request line and headers are larger than the proxy reads' };
   return { code: 400, message: 'the request is not HTTP the proxy can read' };
-}
-
-function writeStatus(socket: Duplex, code: number, message: string): void {
-  const body = JSON.stringify(statusFor(code, message));
-  socket.end(
-    `HTTP/1.1 ${code} ${STATUS_CODES[code] ?? 'Error'}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
-  );
 }
 
 /** fastify's `clientErrorHandler`: the connection cannot carry another request, so it is closed after the answer. */
@@ -32,7 +25,7 @@ export function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): v
     return;
   }
   const { code, message } = clientErrorStatus(err);
-  writeStatus(socket, code, message);
+  endWithStatus(socket, statusFor(code, message));
 }
 
 /** The server's `checkExpectation`: an `Expect` the proxy would have to honour for the API server. */
@@ -43,5 +36,5 @@ export function answerExpectation(request: IncomingMessage, response: ServerResp
 
 /** The server's `connect`: CONNECT is a tunnel, and the API server serves none. */
 export function answerConnect(_request: IncomingMessage, socket: Duplex): void {
-  writeStatus(socket, 405, 'method CONNECT is not served through the proxy');
+  endWithStatus(socket, statusFor(405, 'method CONNECT is not served through the proxy'));
 }

@@ -1,3 +1,5 @@
+import type { Duplex } from 'node:stream';
+
 /**
  * Kubernetes `Status` bodies for the answers the proxy gives itself, so client-go and client-node parse them
  * as they parse the API server's own (reason, code and details drive their error types).
@@ -60,4 +62,15 @@ export function reasonFor(code: number): StatusReason {
 /** A Status body with the reason that goes with its code. */
 export function statusFor(code: number, message: string, details?: StatusDetails): KubeStatus {
   return statusBody(code, reasonFor(code), message, details);
+}
+
+/**
+ * Answers with `status` on a bare socket and closes it: for a connection no HTTP response object serves (an upgrade
+ * refused, a request Node's server refused before any route). The connection carries nothing after it.
+ */
+export function endWithStatus(socket: Duplex, status: KubeStatus): void {
+  const body = JSON.stringify(status);
+  socket.end(
+    `HTTP/1.1 ${status.code} ${status.reason}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+  );
 }

@@ -6,7 +6,7 @@ import type { Logger } from 'pino';
 import type { RouteController } from '../routes/route-controller.js';
 import { decide } from './enforce.js';
 import { isRefusal, keptRawHeaders, parseApiRequest, type HeaderPolicy } from './parse/index.js';
-import { statusBody, statusFor, type KubeStatus } from './status.js';
+import { endWithStatus, statusBody, statusFor } from './status.js';
 
 /** The only requests upgraded: they stream to a container of one pod, judged by the pod's namespace. */
 const STREAMING_SUBRESOURCES = new Set(['exec', 'attach', 'portforward']);
@@ -16,13 +16,6 @@ const STREAMING_PROTOCOL = /^(spdy\/3\.1|websocket)$/iu;
 const UPGRADE_HEADERS = new Set(['connection', 'upgrade']);
 /** Response headers not relayed when the API server refuses the upgrade (the body is sent until the connection closes). */
 const FRAMING = new Set(['connection', 'transfer-encoding', 'keep-alive']);
-
-function refuse(socket: Duplex, status: KubeStatus): void {
-  const body = JSON.stringify(status);
-  socket.end(
-    `HTTP/1.1 ${status.code} ${status.reason}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
-  );
-}
 
 function head(statusLine: string, rawHeaders: readonly string[], skip: ReadonlySet<string>): string {
   const lines = [statusLine];
@@ -43,25 +36,25 @@ export function createUpgradeHandler(options: { controller: RouteController; log
   const { controller, logger } = options;
   return (req: IncomingMessage, socket: Duplex, clientHead: Buffer): void => {
     const state = controller.current;
-    if (state === undefined) return refuse(socket, statusBody(503, 'ServiceUnavailable', 'the proxy has no route table yet'));
+    if (state === undefined) return endWithStatus(socket, statusBody(503, 'ServiceUnavailable', 'the proxy has no route table yet'));
     // As on the API route: a proxy still waiting for its first lease extension answers 503, not as a shard owning nothing.
-    if (state.leasePending) return refuse(socket, statusBody(503, 'ServiceUnavailable', 'the proxy is waiting for the hub to extend its lease; retry shortly'));
+    if (state.leasePending) return endWithStatus(socket, statusBody(503, 'ServiceUnavailable', 'the proxy is waiting for the hub to extend its lease; retry shortly'));
     const parsed = parseApiRequest(req.method ?? 'GET', req.url ?? '/');
-    if (isRefusal(parsed)) return refuse(socket, statusFor(parsed.code, parsed.message));
+    if (isRefusal(parsed)) return endWithStatus(socket, statusFor(parsed.code, parsed.message));
     const { info } = parsed;
     const protocol = req.headers.upgrade ?? '';
     const streaming =
       info.kind === 'resource' && info.group === '' && info.resource === 'pods' && STREAMING_SUBRESOURCES.has(info.subresource ?? '') && STREAMING_PROTOCOL.test(protocol);
     if (!streaming) {
-      return refuse(socket, statusFor(400, `only exec, attach and port-forward are upgraded through the proxy (SPDY/3.1 or WebSocket), not "${protocol}" on ${parsed.path}: send the request without Upgrade`));
+      return endWithStatus(socket, statusFor(400, `only exec, attach and port-forward are upgraded through the proxy (SPDY/3.1 or WebSocket), not "${protocol}" on ${parsed.path}: send the request without Upgrade`));
     }
     const entry = state.clusters.get(parsed.cluster ?? state.table.homeCluster);
-    if (entry === undefined) return refuse(socket, statusFor(404, `cluster "${parsed.cluster}" is not in the route table`));
+    if (entry === undefined) return endWithStatus(socket, statusFor(404, `cluster "${parsed.cluster}" is not in the route table`));
     const decision = decide(info, entry.view, state.table.shard);
-    if (decision.kind === 'deny') return refuse(socket, decision.body);
-    if (entry.breaker.opened) return refuse(socket, statusBody(503, 'ServiceUnavailable', `cluster "${entry.view.name}" is failing: its circuit breaker is open`));
+    if (decision.kind === 'deny') return endWithStatus(socket, decision.body);
+    if (entry.breaker.opened) return endWithStatus(socket, statusBody(503, 'ServiceUnavailable', `cluster "${entry.view.name}" is failing: its circuit breaker is open`));
     // The fence flag is set by a timer: a lease that ran out by the clock since its last tick ends the table here too.
-    if (!controller.stillServes(state)) return refuse(socket, statusFor(503, 'the lease of the route table this request was judged by ended; retry'));
+    if (!controller.stillServes(state)) return endWithStatus(socket, statusFor(503, 'the lease of the route table this request was judged by ended; retry'));
 
     const { upstream } = entry;
     const headers: OutgoingHttpHeaders = { host: upstream.server.host };
@@ -87,7 +80,7 @@ export function createUpgradeHandler(options: { controller: RouteController; log
     let answered = false;
     const fail = (err: Error): void => {
       logger.warn({ err, cluster: entry.view.name }, 'upgraded connection failed');
-      if (!answered) refuse(socket, statusFor(503, `cluster "${entry.view.name}" API server unreachable: ${err.message}`));
+      if (!answered) endWithStatus(socket, statusFor(503, `cluster "${entry.view.name}" API server unreachable: ${err.message}`));
       else socket.destroy();
     };
     out.on('error', fail);
