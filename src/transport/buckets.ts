@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Kvm, type KV } from '@nats-io/kv';
-import { JetStreamApiError, type JetStreamClient } from '@nats-io/jetstream';
+import { JetStreamApiCodes, JetStreamApiError, type JetStreamClient } from '@nats-io/jetstream';
 import { TimeoutError } from '@nats-io/transport-node';
 import { CtrlmeshError, ErrorCodes } from '../errors.js';
 import { Buckets, type BucketName } from './names.js';
@@ -63,6 +63,16 @@ function placementMayCome(err: unknown, since: number): boolean {
   return err instanceof JetStreamApiError && JS_NO_PLACEMENT.has(err.code) && Date.now() - since < PLACEMENT_GRACE_MS;
 }
 
+/**
+ * Whether JetStream answered that it is not enabled for the account (nats.js wraps that answer in an error of its
+ * own, the API's error as its cause). A cluster that has just formed answers so for a moment, until the server that
+ * takes the request has the account's JetStream set up: the bench's hubs met it about one start in two.
+ */
+export function isJetStreamNotEnabled(err: unknown): boolean {
+  const api = err instanceof Error && !(err instanceof JetStreamApiError) ? err.cause : err;
+  return api instanceof JetStreamApiError && api.code === JetStreamApiCodes.JetStreamNotEnabledForAccount;
+}
+
 /** Creates the control-plane buckets (or opens them if they exist): idempotent, safe for every hub to call. */
 export async function createBuckets(options: CreateBucketsOptions): Promise<ControlBuckets> {
   const kvm = new Kvm(options.js);
@@ -83,6 +93,10 @@ export async function createBuckets(options: CreateBucketsOptions): Promise<Cont
         }
         if (fewer !== undefined) {
           next = fewer;
+          continue;
+        }
+        if (isJetStreamNotEnabled(err) && Date.now() - since < PLACEMENT_GRACE_MS) {
+          await sleep(PLACEMENT_RETRY_MS);
           continue;
         }
         // A cluster that has just formed (or lost its meta leader) may take longer than one API timeout to place a

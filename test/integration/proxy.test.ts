@@ -154,7 +154,7 @@ describe('the proxy in front of real API servers, with a static route table', ()
     const expected = Array.from({ length: 40 }, (_, i) => `${ownedNs}/big-${i}`).sort();
 
     // Asked for as gzip by the proxy and decoded for the client, whose bytes are whole and plain JSON.
-    for (const headers of [{}, { 'accept-encoding': 'identity' }, { 'accept-encoding': 'gzip;q=0, br' }]) {
+    for (const headers of [{}, { 'accept-encoding': 'identity' }, { 'accept-encoding': 'gzip;q=0, br' }] as Record<string, string>[]) {
       const plain = await getRaw(url, headers);
       expect(plain.headers['content-encoding']).toBeUndefined();
       // What the API server sends only with an answer it compressed: the proxy read this one encoded.
