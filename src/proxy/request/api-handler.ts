@@ -12,7 +12,6 @@ import { judgeList } from './list-filter.js';
 import { isRefusal, isWrite, parseApiRequest, readBoundedBody, type HeaderPolicy, type RequestInfo, type ResourceRequest } from './parse/index.js';
 import { statusBody, statusFor, type KubeStatus } from './status.js';
 import { WatchEventFilter } from './watch-filter.js';
-import { acceptsGzip, gunzipped } from './gzip-answer.js';
 import { sendWhole } from './whole-body.js';
 
 export function sendStatus(reply: FastifyReply, status: KubeStatus, retryAfterSeconds?: number): FastifyReply {
@@ -225,14 +224,6 @@ export function createApiHandler(options: ApiHandlerOptions): (request: FastifyR
       // Table rows must carry each object's labels and namespace for the filter to judge them.
       if (wanted.table && query.get('includeObject') === 'None') query.set('includeObject', 'Metadata');
     }
-    // Every answer the proxy reads must come unencoded, a sharded watch's events included. An answer it passes on to a
-    // client that takes no encoding is asked for as gzip and decoded: cheaper for a long list (gzip-answer.ts).
-    const encoding =
-      judged !== undefined || judgedObject !== undefined || shardedWatch || lock
-        ? 'identity'
-        : request.method === 'GET' && endsByItself(info) && !acceptsGzip(request.headers['accept-encoding'])
-          ? 'gzip'
-          : undefined;
 
     const onResponse = (out: FastifyReply, res: UpstreamResponse): void => {
       observe(res.statusCode);
@@ -247,7 +238,7 @@ export function createApiHandler(options: ApiHandlerOptions): (request: FastifyR
       } else if (info.kind === 'resource' && info.verb === 'watch' && res.statusCode === 200) {
         sendWatch(out, res.stream);
       } else if (endsByItself(info) && request.method !== 'HEAD') {
-        sendWhole(out, encoding === 'gzip' && out.getHeader('content-encoding') === 'gzip' ? gunzipped(out, res) : res);
+        sendWhole(out, res);
       } else {
         out.send(res.stream);
       }
@@ -264,7 +255,8 @@ export function createApiHandler(options: ApiHandlerOptions): (request: FastifyR
           body,
           contentType,
           accept,
-          encoding,
+          // Every answer the proxy reads must come unencoded, a sharded watch's events included.
+          identity: judged !== undefined || judgedObject !== undefined || shardedWatch,
           watch: info.kind === 'resource' && info.verb === 'watch',
           headers: requests,
           onResponse,
