@@ -26,8 +26,11 @@ export interface ForwardPlan {
   contentType?: string | undefined;
   /** Replaces the client's Accept (watches the proxy filters must be JSON). */
   accept: string | undefined;
-  /** Asks for an unencoded answer: the proxy reads this one. */
-  identity?: boolean;
+  /**
+   * `identity`: asks for an unencoded answer, which the proxy reads. `gzip`: asks for gzip for a client that takes no
+   * encoding, and the proxy decodes it. Absent: the client's Accept-Encoding.
+   */
+  encoding?: 'identity' | 'gzip' | undefined;
   /** A watch: sent on the cluster's watch connections (HTTP/2 streams where the API server offers them). */
   watch: boolean;
   headers: HeaderPolicy;
@@ -54,7 +57,8 @@ function upstreamHeaders(headers: Record<string, string | string[] | undefined>,
   // The operator never authenticates to the proxy; the proxy presents its own credentials per cluster.
   if (upstream.authorization !== undefined) headers.authorization = upstream.authorization;
   if (plan.accept !== undefined) headers.accept = plan.accept;
-  if (plan.identity === true) delete headers['accept-encoding'];
+  if (plan.encoding === 'identity') delete headers['accept-encoding'];
+  else if (plan.encoding === 'gzip') headers['accept-encoding'] = 'gzip';
 }
 
 function forwardFrom(request: FastifyRequest, reply: FastifyReply, plan: ForwardPlan): Promise<void> {
