@@ -90,11 +90,22 @@ describe('sendGunzipped', () => {
     expect(res.statusCode).toBe(502);
     expect((await res.body.json()) as { kind: string; code: number }).toMatchObject({ kind: 'Status', code: 502 });
     await app.close();
+    // Cut while streamed (over 1 MiB compressed) or while read whole: never a 200 whose body looks whole (an error
+    // answer when the cut comes before the head went out, else the connection cut).
     const compressed = gzipSync(randomBytes(1536 * 1024));
-    ({ app, url } = await serve(compressed.subarray(0, 1200 * 1024), new Error('upstream reset')));
-    await expect(request(url).then((r) => r.body.arrayBuffer())).rejects.toThrow();
-    await app.close();
-    ({ app, url } = await serve(gzipSync(list).subarray(0, 1000), new Error('upstream reset')));
-    await expect(request(url).then((r) => r.body.arrayBuffer())).rejects.toThrow();
+    for (const cutAnswer of [compressed.subarray(0, 1200 * 1024), gzipSync(list).subarray(0, 1000)]) {
+      await app.close();
+      ({ app, url } = await serve(cutAnswer, new Error('upstream reset')));
+      const outcome = await (async () => {
+        try {
+          const r = await request(url);
+          await r.body.arrayBuffer();
+          return r.statusCode;
+        } catch (err) {
+          return err as Error;
+        }
+      })();
+      if (!(outcome instanceof Error)) expect(outcome).toBeGreaterThanOrEqual(500);
+    }
   });
 });
