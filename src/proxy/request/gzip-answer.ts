@@ -12,16 +12,22 @@ const WHOLE_DECODED_BYTES = 8 * 1024 * 1024;
 /** zlib's output chunks when an answer is too long to decode whole: its default of 16 KiB costs a job and a write each. */
 const STREAMED_CHUNK_BYTES = 64 * 1024;
 
-/** Whether a client's Accept-Encoding takes gzip (or anything, `*`) at a quality above 0. */
+/**
+ * Whether a client's Accept-Encoding takes gzip at a quality above 0: named (`gzip`, `x-gzip`), or else through `*`,
+ * which a named gzip overrides (`gzip;q=0, *` refuses it).
+ */
 export function acceptsGzip(header: string | string[] | undefined): boolean {
   if (header === undefined) return false;
+  let named: boolean | undefined;
+  let any = false;
   for (const part of (Array.isArray(header) ? header.join(',') : header).split(',')) {
     const [coding = '', ...params] = part.split(';').map((s) => s.trim().toLowerCase());
-    if (coding !== 'gzip' && coding !== 'x-gzip' && coding !== '*') continue;
     const q = params.find((p) => p.startsWith('q='));
-    if (q === undefined || Number(q.slice(2)) > 0) return true;
+    const taken = q === undefined || Number(q.slice(2)) > 0;
+    if (coding === 'gzip' || coding === 'x-gzip') named = (named ?? false) || taken;
+    else if (coding === '*') any = taken;
   }
-  return false;
+  return named ?? any;
 }
 
 /**

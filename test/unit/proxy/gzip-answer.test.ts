@@ -20,6 +20,10 @@ describe('acceptsGzip', () => {
     ['deflate, gzip;q=0.5', true],
     ['x-gzip', true],
     ['*', true],
+    ['*;q=0', false],
+    ['gzip;q=0, *', false],
+    ['*, gzip;q=0', false],
+    ['br, *;q=0.1', true],
     [['br', 'gzip'], true],
   ] as const)('%j -> %s', (header, expected) => {
     expect(acceptsGzip(header as string | string[] | undefined)).toBe(expected);
