@@ -2,9 +2,9 @@ import type { FastifyReply } from 'fastify';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ProxyMetrics } from '../../metrics/index.js';
 import { judge, type RuleClock, type RuleSet } from '../rules/index.js';
-import { sendStatus, type RequestGuard } from './api-handler.js';
+import type { RequestGuard } from './api-handler.js';
 import type { ResourceRequest } from './parse/index.js';
-import { statusFor } from './status.js';
+import { sendStatus, statusFor } from './status.js';
 
 /** Applies CircuitBreaker and FaultInjection rules to Kubernetes API calls, answering with Status bodies. */
 export function createApiGuard(options: { rules: () => RuleSet; clock: RuleClock; metrics: ProxyMetrics }): RequestGuard {

@@ -10,15 +10,10 @@ import { judgeObjectWrite, sendJudgedObject } from './by-object.js';
 import { forward, sendRestored, type UpstreamResponse } from './forward.js';
 import { judgeList } from './list-filter.js';
 import { isRefusal, isWrite, parseApiRequest, readBoundedBody, type HeaderPolicy, type RequestInfo, type ResourceRequest } from './parse/index.js';
-import { statusBody, statusFor, type KubeStatus } from './status.js';
+import { sendStatus, statusBody, statusFor, type KubeStatus } from './status.js';
 import { WatchEventFilter } from './watch-filter.js';
 import { acceptsGzip, sendGunzipped } from './gzip-answer.js';
 import { sendWhole } from './whole-body.js';
-
-export function sendStatus(reply: FastifyReply, status: KubeStatus, retryAfterSeconds?: number): FastifyReply {
-  if (retryAfterSeconds !== undefined) reply.header('retry-after', String(retryAfterSeconds));
-  return reply.code(status.code).type('application/json').send(JSON.stringify(status));
-}
 
 /**
  * The answer to an error no other code answered (a client's body cut while the proxy read it, a list cut while it
@@ -304,8 +299,8 @@ function sendJudgedList(options: { reply: FastifyReply; res: UpstreamResponse; e
   const { reply, res, entry, info, selection } = options;
   const fail = (reason: string): void => {
     res.stream.destroy();
-    reply.code(502).removeHeader('content-length').removeHeader('content-encoding');
-    void reply.type('application/json').send(JSON.stringify(statusFor(502, reason)));
+    reply.removeHeader('content-length').removeHeader('content-encoding');
+    sendStatus(reply, statusFor(502, reason));
   };
   if (reply.getHeader('content-encoding') !== undefined) return fail('the proxy must read this list and the API server sent it encoded');
   const judge = entry.view.eventJudge(info.group, info.resource);

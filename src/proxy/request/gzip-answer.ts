@@ -3,7 +3,7 @@ import { pipeline, Readable } from 'node:stream';
 import { createGunzip, gunzipSync } from 'node:zlib';
 import type { UpstreamResponse } from './forward.js';
 import { collectUpTo } from './parse/index.js';
-import { statusFor } from './status.js';
+import { sendStatus, statusFor } from './status.js';
 
 /** A compressed answer up to this size is read whole and decoded in one call (a list of 5,000 ConfigMaps: 264 KiB). */
 const WHOLE_COMPRESSED_BYTES = 1024 * 1024;
@@ -52,8 +52,8 @@ export function sendGunzipped(reply: FastifyReply, res: UpstreamResponse): void 
       } catch (err) {
         // Over the output limit: RangeError (ERR_BUFFER_TOO_LARGE); anything else is not gzip.
         if (err instanceof RangeError) return void reply.send(decoded(Readable.from([compressed])));
-        reply.code(502).removeHeader('transfer-encoding');
-        return void reply.type('application/json').send(JSON.stringify(statusFor(502, `the API server's gzip answer could not be decoded: ${(err as Error).message}`)));
+        reply.removeHeader('transfer-encoding');
+        return void sendStatus(reply, statusFor(502, `the API server's gzip answer could not be decoded: ${(err as Error).message}`));
       }
       reply.removeHeader('transfer-encoding');
       reply.send(body);

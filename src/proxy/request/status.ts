@@ -1,3 +1,4 @@
+import type { FastifyReply } from 'fastify';
 import type { Duplex } from 'node:stream';
 
 /**
@@ -62,6 +63,12 @@ export function reasonFor(code: number): StatusReason {
 /** A Status body with the reason that goes with its code. */
 export function statusFor(code: number, message: string, details?: StatusDetails): KubeStatus {
   return statusBody(code, reasonFor(code), message, details);
+}
+
+/** Answers with `status` as a Kubernetes Status body, with `Retry-After` when given. */
+export function sendStatus(reply: FastifyReply, status: KubeStatus, retryAfterSeconds?: number): FastifyReply {
+  if (retryAfterSeconds !== undefined) reply.header('retry-after', String(retryAfterSeconds));
+  return reply.code(status.code).type('application/json').send(JSON.stringify(status));
 }
 
 /**
