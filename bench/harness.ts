@@ -1,5 +1,7 @@
 import type { ChildProcess } from 'node:child_process';
 import { availableParallelism } from 'node:os';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 /**
  * The benchmark harness API: a benchmark module (bench/<name>.ts) default-exports a {@link Benchmark}; main.ts runs
  * each one, prints its rows as a table and writes them to bench/results/<name>.json.
@@ -55,6 +57,21 @@ export function timePerOp(fn: () => void, minMs = 500): Timing {
   }
   const nsPerOp = elapsed / ops;
   return { ops, nsPerOp: round(nsPerOp, 1), opsPerSec: Math.round(1e9 / nsPerOp) };
+}
+
+let gc: (() => void) | undefined;
+
+/**
+ * A full garbage collection now, untimed work of `prepare`: otherwise the garbage of building what a call consumes
+ * (a fresh planner) is collected during the timed call, on this thread or V8's helpers, whose CPU counts too.
+ */
+export function collectGarbage(): void {
+  if (gc === undefined) {
+    // A context made after the flag is set has `gc`, however this process was started.
+    setFlagsFromString('--expose-gc');
+    gc = runInNewContext('gc') as () => void;
+  }
+  gc();
 }
 
 export interface Samples {

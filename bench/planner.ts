@@ -9,7 +9,7 @@ import {
   type PlanInput,
   type PlanResult,
 } from '../src/sharding/index.js';
-import { round, sampleMs, seededRandom, type Benchmark, type BenchRow } from './harness.js';
+import { collectGarbage, round, sampleMs, seededRandom, type Benchmark, type BenchRow } from './harness.js';
 
 const CLUSTERS = 1000;
 const SHARDS = 200;
@@ -125,6 +125,7 @@ const benchmark: Benchmark = {
         { type: 'health', cluster: 'cluster-0003', health: 'Ready' },
       ],
     ];
+    // Each change on a planner built for it, whose building's garbage is collected before the clock runs.
     for (const [name, change, figures] of changes) {
       progress(name);
       let moves = 0;
@@ -137,13 +138,19 @@ const benchmark: Benchmark = {
           moved = m.reduce((a, x) => a + x.weight, 0);
           planner = p;
         },
-        { runs: 15, prepare: () => new Planner(input) },
+        {
+          runs: 15,
+          prepare: () => {
+            const fresh = new Planner(input);
+            collectGarbage();
+            return fresh;
+          },
+        },
       );
       rows.push({ case: `incremental: ${name}`, ...timing, moves, ...figures(moved, planner!.result()) });
     }
-    // As a long-lived planner takes changes: one planner, each timed change undone (untimed) before the next, so a
-    // call is not charged for collecting the garbage of the fresh planner each row above builds for it; 10 untimed
-    // rounds first, so V8's background compilation (process CPU too) is done before the clock runs.
+    // As a long-lived planner takes changes: one planner, each timed change undone (untimed) before the next; 10
+    // untimed rounds first, so V8's background compilation (process CPU too) is done before the clock runs.
     const live = new Planner(input);
     for (const [name, change, , undo] of changes) {
       progress(`${name}, one long-lived planner`);
