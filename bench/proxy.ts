@@ -580,7 +580,17 @@ async function manyWatchRows(bed: Bed): Promise<BenchRow[]> {
   const { direct, targets, progress } = bed;
   const proxies = [...targets.filter((t) => t.url !== undefined), ...(bed.watchFloor ? [bed.watchFloor] : [])];
   const loads: number[] = [loadavg()[0]!];
-  type Run = { openMs: number; headP50Ms: number; failed: number; failure: string; cpuUsPerWatch: number; overflows: number };
+  type Run = {
+    openMs: number;
+    headP50Ms: number;
+    failed: number;
+    failure: string;
+    cpuUsPerWatch: number;
+    /** The API server's CPU, and the opening client's (this process), per watch over the same storm. */
+    apiCpuUsPerWatch: number;
+    clientCpuUsPerWatch: number;
+    overflows: number;
+  };
   const perRound = proxies.map(() => [] as Run[]);
   const memory = new Map<Target, { vmRss: number; gcRss?: number; heap?: number }>();
   for (let r = 0; r < MANY_WATCH_ROUNDS; r++) {
@@ -591,15 +601,20 @@ async function manyWatchRows(bed: Bed): Promise<BenchRow[]> {
       const rv = await resourceVersionOf(direct, NAMESPACE);
       const gc0 = target.child ? await proxyMemory(target.child) : undefined;
       const rss0 = await vmRssBytes(target.pid);
-      const [cpu0, overflow0] = [await targetCpuUs(target), await listenOverflows()];
+      const apiPid = bed.server.pid();
+      const [cpu0, api0, overflow0] = [await targetCpuUs(target), await processCpuUs(apiPid), await listenOverflows()];
+      const client0 = process.cpuUsage();
       const opened = await openManyWatches(target.url!, rv);
-      const [cpu1, overflow1] = [await targetCpuUs(target), await listenOverflows()];
+      const client = process.cpuUsage(client0);
+      const [cpu1, api1, overflow1] = [await targetCpuUs(target), await processCpuUs(apiPid), await listenOverflows()];
       perRound[t]!.push({
         openMs: opened.openMs,
         headP50Ms: opened.headP50Ms,
         failed: opened.failed,
         failure: opened.failure,
         cpuUsPerWatch: (cpu1 - cpu0) / MANY_WATCHES,
+        apiCpuUsPerWatch: (api1 - api0) / MANY_WATCHES,
+        clientCpuUsPerWatch: (client.user + client.system) / MANY_WATCHES,
         overflows: overflow1 - overflow0,
       });
       // Each round's figures, and the load, on stderr: three rounds on a shared machine can differ several-fold.
@@ -640,6 +655,16 @@ async function manyWatchRows(bed: Bed): Promise<BenchRow[]> {
       failed: runs.reduce((sum, m) => sum + m.failed, 0),
       listenOverflows: runs.reduce((sum, m) => sum + m.overflows, 0),
       cpuUsPerWatchOpened: Math.round(overRounds(runs, (m) => m.cpuUsPerWatch)),
+      // The storm keeps every core busy: its time follows the CPU all three processes spend on a watch.
+      apiServerCpuUsPerWatch: Math.round(overRounds(runs, (m) => m.apiCpuUsPerWatch)),
+      clientCpuUsPerWatch: Math.round(overRounds(runs, (m) => m.clientCpuUsPerWatch)),
+      cpuOfAllVsKubectlProxy: round(
+        overRounds(runs, (m, r) => {
+          const k = kubectlRuns[r]!;
+          return (m.cpuUsPerWatch + m.apiCpuUsPerWatch + m.clientCpuUsPerWatch) / (k.cpuUsPerWatch + k.apiCpuUsPerWatch + k.clientCpuUsPerWatch);
+        }),
+        2,
+      ),
       vmRssKiBPerWatch: kib(mem.vmRss)!,
     };
     if (mem.gcRss !== undefined) row.gcRssKiBPerWatch = kib(mem.gcRss)!;
