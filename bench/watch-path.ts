@@ -87,17 +87,14 @@ function chunks(buffer: Buffer): Buffer[] {
   return out;
 }
 
-/** CPU ns per event of one filter taking the whole stream (in 64 KiB chunks) and a reader taking its output. */
-async function filterOnce(input: Buffer[], judge: EventJudge, reading: EventReading): Promise<{ ns: number; out: number; filtered: number }> {
+/** CPU ns per event of one filter taking the whole stream (in 64 KiB chunks) and a sink counting its output. */
+function filterOnce(input: Buffer[], judge: EventJudge, reading: EventReading): { ns: number; out: number; filtered: number } {
   let out = 0;
   let filtered = 0;
   const start = cpuNs();
-  const filter = new WatchEventFilter({ judge, bookmarks: true, onFiltered: () => filtered++, reading });
-  filter.on('data', (c: Buffer) => (out += c.length));
-  const done = new Promise<void>((resolve, reject) => filter.on('end', resolve).on('error', reject));
+  const filter = new WatchEventFilter({ judge, bookmarks: true, onFiltered: () => filtered++, reading, send: (piece) => (out += piece.length) });
   for (const chunk of input) filter.write(chunk);
   filter.end();
-  await done;
   return { ns: cpuNs() - start, out, filtered };
 }
 
@@ -167,11 +164,11 @@ const benchmark: Benchmark = {
         progress(`${name}, ${bytes} B events`);
         let outBytes = 0;
         let filtered = 0;
-        const ns = await medianNs(ROUNDS, async () => {
-          const r = await filterOnce(stream, judge, reading);
+        const ns = await medianNs(ROUNDS, () => {
+          const r = filterOnce(stream, judge, reading);
           outBytes = r.out;
           filtered = r.filtered;
-          return r.ns;
+          return Promise.resolve(r.ns);
         });
         rows.push({ case: `watch event, ${name}`, eventBytes, events, nsPerEvent: round(ns / events, 0), cpuMsPerMB: round(ns / 1e6 / (eventBytes * events / 1024 / 1024), 2), filtered, passedBytes: outBytes });
       }

@@ -1,4 +1,5 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import type { OutgoingHttpHeaders } from 'node:http';
 import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import { BodyTooLargeError, SelectorSyntaxError, UnjudgedListError, UpstreamTimeoutError } from '../../errors.js';
@@ -11,7 +12,7 @@ import { forward, sendRestored, type UpstreamResponse } from './forward.js';
 import { judgeList } from './list-filter.js';
 import { isRefusal, isWrite, parseApiRequest, readBoundedBody, type HeaderPolicy, type RequestInfo, type ResourceRequest } from './parse/index.js';
 import { sendStatus, statusBody, statusFor, type KubeStatus } from './status.js';
-import { WatchEventFilter } from './watch-filter.js';
+import { WatchRelay } from './watch-relay.js';
 import { acceptsGzip, sendGunzipped } from './gzip-answer.js';
 import { sendWhole } from './whole-body.js';
 
@@ -238,7 +239,7 @@ export function createApiHandler(options: ApiHandlerOptions): (request: FastifyR
       } else if (judged && info.kind === 'resource' && res.statusCode === 200) {
         sendJudgedList({ reply: out, res, entry, info, selection: judged });
       } else if (shardedWatch && info.kind === 'resource' && res.statusCode === 200) {
-        sendWatch(out, openFilteredWatch({ entry, info, res, controller, bookmarks: query.get('allowWatchBookmarks') === 'true' }));
+        relayFilteredWatch({ reply: out, entry, info, res, controller, bookmarks: query.get('allowWatchBookmarks') === 'true' });
       } else if (info.kind === 'resource' && info.verb === 'watch' && res.statusCode === 200) {
         sendWatch(out, res.stream);
       } else if (encoding === 'gzip' && out.getHeader('content-encoding') === 'gzip') {
@@ -325,45 +326,49 @@ function sendWatch(reply: FastifyReply, events: Readable): void {
   reply.raw.flushHeaders();
 }
 
-/** Pipes a watch through the shard's event filter and registers it, so a table change can end it. */
-function openFilteredWatch(options: {
+/**
+ * Sends a sharded watch's head at once and relays its events through the shard's event filter (watch-relay.ts);
+ * registers it, so a table change can end it. The response is written directly: fastify's sending of a stream would
+ * add a pipe and its end-of-stream watchers to every watch.
+ */
+function relayFilteredWatch(options: {
+  reply: FastifyReply;
   entry: ClusterEntry;
   info: ResourceRequest;
   res: UpstreamResponse;
   controller: RouteController;
   bookmarks: boolean;
-}): Readable {
-  const { entry, info, res, controller, bookmarks } = options;
+}): void {
+  const { reply, entry, info, res, controller, bookmarks } = options;
   const { group, resource } = info;
+  reply.hijack();
+  const raw = reply.raw;
+  // The client left while the API server answered: its close has passed, nothing would end the upstream stream.
+  if (raw.destroyed) {
+    res.stream.destroy();
+    return;
+  }
+  // The headers fastify holds for the reply, as its own sending writes them.
+  raw.writeHead(res.statusCode, reply.getHeaders() as OutgoingHttpHeaders);
+  // A quiet watch must still start, as the API server starts it.
+  raw.flushHeaders();
   // The judge of the table the request was judged under; registering retargets it to the current one.
-  const filter = new WatchEventFilter({ judge: entry.view.eventJudge(group, resource), bookmarks, onFiltered: entry.metrics.countFilteredEvent });
-  res.stream.pipe(filter);
+  const relay = new WatchRelay(res.stream, raw, { judge: entry.view.eventJudge(group, resource), bookmarks, onFiltered: entry.metrics.countFilteredEvent }, () => {
+    unregister();
+    entry.metrics.openWatches.dec();
+  });
   const unregister = controller.registerWatch({
     cluster: entry.view.name,
     group,
     resource,
     // What the shard's part of the selector carries: a table that revokes any of it ends this watch.
     carries: entry.view.carries(group, resource),
-    expire: () => {
-      res.stream.unpipe(filter);
-      res.stream.destroy();
-      filter.expire();
-    },
+    expire: () => relay.expire(),
     retarget: (view) => {
-      filter.judge = view.eventJudge(group, resource);
+      relay.filter.judge = view.eventJudge(group, resource);
     },
   });
   entry.metrics.openWatches.inc();
-  // Destroying the upstream body (an ended watch) makes undici report an abort: only a live watch fails with it.
-  res.stream.on('error', (err) => {
-    if (!filter.writableEnded) filter.destroy(err);
-  });
-  filter.once('close', () => {
-    unregister();
-    entry.metrics.openWatches.dec();
-    res.stream.destroy();
-  });
-  return filter;
 }
 
 /**

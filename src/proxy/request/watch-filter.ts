@@ -1,4 +1,3 @@
-import { Transform, type TransformCallback } from 'node:stream';
 import type { EventJudge, ObjectMetadata } from '../routes/shard-view.js';
 import { EventScanner } from './json-scan.js';
 
@@ -62,6 +61,9 @@ function scannerFor(judge: EventJudge): EventScanner {
   return scanner;
 }
 
+/** Where a filter's output goes, piece by piece, in order: a Buffer of lines that passed, or a line of its own. */
+export type EventSink = (piece: Buffer | string) => void;
+
 /**
  * Filters a JSON watch stream (one event per line) incrementally: events whose object is outside the shard
  * are dropped, or turned into BOOKMARKs carrying only the resourceVersion when the client asked for bookmarks.
@@ -73,8 +75,11 @@ function scannerFor(judge: EventJudge): EventScanner {
  * each ADDED or MODIFIED line is scanned for the few fields the judge reads (json-scan.ts) and parsed only when
  * the scanner is not sure (Tables, escapes in a key it reads, duplicate keys, malformed lines). Consecutive lines
  * that pass are sent as one piece.
+ *
+ * Not a stream: its output goes to `send` (the relay writes it to the client), so a watch holds no stream states and
+ * pipes of its own between the API server's stream and the client's.
  */
-export class WatchEventFilter extends Transform {
+export class WatchEventFilter {
   private pending: Buffer[] = [];
   /** The chunk being judged and its lines [runFrom, runTo) that passed and are not sent yet. */
   private runChunk: Buffer | undefined;
@@ -83,13 +88,15 @@ export class WatchEventFilter extends Transform {
   private current: EventJudge;
   private scanner: EventScanner;
   private readonly reading: EventReading;
-  private expired = false;
+  /** Ended (the API server's stream ended) or expired: nothing more is sent. */
+  private ended = false;
   private readonly bookmarks: boolean;
   private readonly onFiltered: () => void;
+  private readonly send: EventSink;
 
-  constructor(options: { judge: EventJudge; bookmarks: boolean; onFiltered: () => void; reading?: EventReading }) {
-    super();
+  constructor(options: { judge: EventJudge; bookmarks: boolean; onFiltered: () => void; send: EventSink; reading?: EventReading }) {
     this.current = options.judge;
+    this.send = options.send;
     this.scanner = scannerFor(options.judge);
     this.reading = options.reading ?? 'scan';
     this.bookmarks = options.bookmarks;
@@ -107,11 +114,12 @@ export class WatchEventFilter extends Transform {
     this.scanner = scannerFor(judge);
   }
 
-  override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
-    if (this.expired) return callback();
+  /** Judges the next piece of the API server's stream; what passes is sent before it returns. */
+  write(chunk: Buffer): void {
+    if (this.ended) return;
     if (!this.current.mustJudge) {
       this.passUnread(chunk);
-      return callback();
+      return;
     }
     let start = 0;
     this.runChunk = chunk;
@@ -136,34 +144,36 @@ export class WatchEventFilter extends Transform {
     this.flushRun();
     this.runChunk = undefined;
     if (start < chunk.length) this.pending.push(chunk.subarray(start));
-    callback();
   }
 
   /** Sends the lines of the current chunk that passed and are not sent yet, as one piece. */
   private flushRun(): void {
-    if (this.runChunk !== undefined && this.runFrom < this.runTo) this.push(this.runChunk.subarray(this.runFrom, this.runTo));
+    if (this.runChunk !== undefined && this.runFrom < this.runTo) this.send(this.runChunk.subarray(this.runFrom, this.runTo));
     this.runFrom = this.runTo;
   }
 
-  override _flush(callback: TransformCallback): void {
-    if (this.expired) return callback();
+  /** The API server's stream ended: its last line, unfinished, is judged and sent as it is. */
+  end(): void {
+    if (this.ended) return;
+    this.ended = true;
     if (this.pending.length > 0) {
       const line = Buffer.concat(this.pending);
-      if (!this.current.mustJudge) this.push(line);
+      if (!this.current.mustJudge) this.send(line);
       else this.emitLine(line, true);
     }
     this.pending = [];
-    callback();
   }
 
-  /** Tells the client its view is stale (410 Expired, so it lists again) and ends the stream. */
-  expire(): void {
-    if (this.expired || this.writableEnded || this.destroyed) return;
-    this.expired = true;
+  /**
+   * Sends the event that tells the client its view is stale (410 Expired, so it lists again), in place of the held
+   * unfinished line, and nothing after it. False when the stream had already ended: nothing is sent then.
+   */
+  expire(): boolean {
+    if (this.ended) return false;
+    this.ended = true;
     this.pending = [];
-    this.push(EXPIRED_EVENT);
-    this.push(null);
-    this.end();
+    this.send(EXPIRED_EVENT);
+    return true;
   }
 
   /**
@@ -177,9 +187,9 @@ export class WatchEventFilter extends Transform {
       return;
     }
     // The held line's start and its end go as they are: copying them together would copy the whole chunk.
-    for (const piece of this.pending) this.push(piece);
+    for (const piece of this.pending) this.send(piece);
     this.pending = [];
-    this.push(last + 1 === chunk.length ? chunk : chunk.subarray(0, last + 1));
+    this.send(last + 1 === chunk.length ? chunk : chunk.subarray(0, last + 1));
     if (last + 1 < chunk.length) this.pending.push(chunk.subarray(last + 1));
   }
 
@@ -200,7 +210,7 @@ export class WatchEventFilter extends Transform {
     }
     if (passes && send) {
       this.flushRun();
-      this.push(line);
+      this.send(line);
     }
     return passes;
   }
@@ -235,7 +245,7 @@ export class WatchEventFilter extends Transform {
   /** Sends what replaces a line, after the lines before it that passed. */
   private pushInstead(text: string): void {
     this.flushRun();
-    this.push(text);
+    this.send(text);
   }
 
   private pushBookmark(kind: string | undefined, apiVersion: string | undefined, resourceVersion: string | undefined): void {

@@ -1,5 +1,3 @@
-import { Readable } from 'node:stream';
-import { text } from 'node:stream/consumers';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { WatchEventFilter, type EventJudge, type EventReading } from '../../../src/proxy/request/watch-filter.js';
@@ -8,17 +6,13 @@ import { clusterFixture, routeTableFixture } from './route-table-fixture.js';
 
 const HASH = 'h';
 
-async function run(chunks: Buffer[], judge: EventJudge, reading: EventReading, bookmarks: boolean): Promise<{ out: string; filtered: number; pieces: number }> {
+function run(chunks: Buffer[], judge: EventJudge, reading: EventReading, bookmarks: boolean): { out: string; filtered: number; pieces: number } {
   let filtered = 0;
-  let pieces = 0;
-  const filter = new WatchEventFilter({ judge, bookmarks, onFiltered: () => filtered++, reading });
-  const push = filter.push.bind(filter);
-  filter.push = (chunk: unknown, encoding?: BufferEncoding): boolean => {
-    if (chunk !== null) pieces++;
-    return push(chunk, encoding);
-  };
-  const out = await text(Readable.from(chunks).pipe(filter));
-  return { out, filtered, pieces };
+  const sent: Buffer[] = [];
+  const filter = new WatchEventFilter({ judge, bookmarks, onFiltered: () => filtered++, reading, send: (piece) => sent.push(Buffer.from(piece)) });
+  for (const chunk of chunks) filter.write(chunk);
+  filter.end();
+  return { out: Buffer.concat(sent).toString('utf8'), filtered, pieces: sent.length };
 }
 
 function cut(stream: Buffer, cuts: number[]): Buffer[] {
@@ -76,7 +70,7 @@ function views(): { labels: ClusterShardView; ranges: ClusterShardView; limited:
 }
 
 describe('WatchEventFilter, scanning', () => {
-  it('sends the same bytes as the JSON.parse path, whatever the events, the mode and the chunking', async () => {
+  it('sends the same bytes as the JSON.parse path, whatever the events, the mode and the chunking', () => {
     const { labels, ranges, limited } = views();
     expect(ranges.selectionFor('', 'configmaps').shardSelector).toMatch(/^shardRange/);
     const judges: EventJudge[] = [
@@ -86,12 +80,12 @@ describe('WatchEventFilter, scanning', () => {
       limited.eventJudge('', 'configmaps'),
       ranges.eventJudge('', 'namespaces'),
     ];
-    await fc.assert(
-      fc.asyncProperty(fc.array(lineArb, { minLength: 1, maxLength: 12 }), fc.array(fc.nat(), { maxLength: 6 }), fc.nat({ max: judges.length - 1 }), fc.boolean(), async (lines, cuts, which, bookmarks) => {
+    fc.assert(
+      fc.property(fc.array(lineArb, { minLength: 1, maxLength: 12 }), fc.array(fc.nat(), { maxLength: 6 }), fc.nat({ max: judges.length - 1 }), fc.boolean(), (lines, cuts, which, bookmarks) => {
         const stream = Buffer.from(lines.map((l) => `${render(l as never)}\n`).join(''));
         const judge = judges[which]!;
-        const parsed = await run([stream], judge, 'parse', bookmarks);
-        const scanned = await run(cut(stream, cuts), judge, 'scan', bookmarks);
+        const parsed = run([stream], judge, 'parse', bookmarks);
+        const scanned = run(cut(stream, cuts), judge, 'scan', bookmarks);
         expect(scanned.out).toBe(parsed.out);
         expect(scanned.filtered).toBe(parsed.filtered);
       }),
@@ -99,14 +93,14 @@ describe('WatchEventFilter, scanning', () => {
     );
   });
 
-  it('passes the bytes unread, a chunk at a time, where the API server applied the selector', async () => {
+  it('passes the bytes unread, a chunk at a time, where the API server applied the selector', () => {
     const judge = views().labels.eventJudge('', 'configmaps');
     expect(judge.mustJudge).toBe(false);
     const stream = Buffer.from(['{"type":"ADDED","object":{"metadata":{"labels":{"h":"2"}}}}', 'not json', '{"type":"ADDED"'].join('\n'));
-    await fc.assert(
-      fc.asyncProperty(fc.array(fc.nat(), { maxLength: 6 }), async (cuts) => {
+    fc.assert(
+      fc.property(fc.array(fc.nat(), { maxLength: 6 }), (cuts) => {
         const chunks = cut(stream, cuts);
-        const { out, filtered, pieces } = await run(chunks, judge, 'scan', false);
+        const { out, filtered, pieces } = run(chunks, judge, 'scan', false);
         expect(out).toBe(stream.toString());
         expect(filtered).toBe(0);
         // Each chunk goes in at most two pieces (up to its last newline, then its unfinished line), never copied.
@@ -116,27 +110,27 @@ describe('WatchEventFilter, scanning', () => {
     );
   });
 
-  it('sends consecutive lines that pass as one piece, and a bookmark after the lines before it', async () => {
+  it('sends consecutive lines that pass as one piece, and a bookmark after the lines before it', () => {
     const judge = { ...views().labels.eventJudge('', 'configmaps'), mustJudge: true };
     const event = (h: string, rv: number): string => `{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"resourceVersion":"${rv}","labels":{"h":"${h}"}}}}\n`;
     const stream = Buffer.from([event('1', 1), event('3', 2), event('2', 3), event('5', 4), event('8', 5)].join(''));
-    const { out, pieces, filtered } = await run([stream], judge, 'scan', true);
+    const { out, pieces, filtered } = run([stream], judge, 'scan', true);
     expect(filtered).toBe(1);
     expect(pieces).toBe(3);
     expect(out.split('\n').filter(Boolean).map((l) => JSON.parse(l).type)).toEqual(['ADDED', 'ADDED', 'BOOKMARK', 'ADDED', 'ADDED']);
     expect(JSON.parse(out.split('\n')[2]!).object.metadata.resourceVersion).toBe('3');
   });
 
-  it('judges by the judge it is given, from the next line on', async () => {
+  it('judges by the judge it is given, from the next line on', () => {
     const { labels } = views();
     const judge = labels.eventJudge('', 'configmaps');
-    const filter = new WatchEventFilter({ judge, bookmarks: false, onFiltered: () => undefined });
-    const collected = text(filter);
-    filter.write('{"type":"ADDED","object":{"metadata":{"labels":{"h":"2"}}}}\n{"type":"ADD');
+    const sent: string[] = [];
+    const filter = new WatchEventFilter({ judge, bookmarks: false, onFiltered: () => undefined, send: (piece) => sent.push(piece.toString()) });
+    filter.write(Buffer.from('{"type":"ADDED","object":{"metadata":{"labels":{"h":"2"}}}}\n{"type":"ADD'));
     // A table change that keeps the watch but must be judged (as shardSelector watches are): the held line is judged.
     filter.judge = { ...judge, mustJudge: true };
-    filter.write('ED","object":{"metadata":{"labels":{"h":"2"}}}}\n{"type":"ADDED","object":{"metadata":{"labels":{"h":"1"}}}}\n');
+    filter.write(Buffer.from('ED","object":{"metadata":{"labels":{"h":"2"}}}}\n{"type":"ADDED","object":{"metadata":{"labels":{"h":"1"}}}}\n'));
     filter.end();
-    expect((await collected).split('\n').filter(Boolean)).toEqual(['{"type":"ADDED","object":{"metadata":{"labels":{"h":"2"}}}}', '{"type":"ADDED","object":{"metadata":{"labels":{"h":"1"}}}}']);
+    expect(sent.join('').split('\n').filter(Boolean)).toEqual(['{"type":"ADDED","object":{"metadata":{"labels":{"h":"2"}}}}', '{"type":"ADDED","object":{"metadata":{"labels":{"h":"1"}}}}']);
   });
 });
