@@ -4,8 +4,8 @@ import { WatchEventFilter, type EventJudge } from './watch-filter.js';
 
 /**
  * One sharded watch carried from the API server's stream to the client's response through the shard's event filter,
- * with no stream between them: a Transform and two pipes per watch cost a storm of watches opened at once more CPU
- * and memory than the filter's own work (docs/proxy.md, session 16). The API server's stream waits while the
+ * with no stream between them: a Transform and two pipes held more of an open watch's memory than the filter's own
+ * state (16.6 against 9.1 KiB of heap a watch, docs/proxy.md, session 16). The API server's stream waits while the
  * client's socket is full.
  */
 export class WatchRelay {
