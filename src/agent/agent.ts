@@ -168,6 +168,8 @@ class AgentLoop {
   private readonly ownWrites = new Set<string>();
   private readonly syncer: CoalescingRunner;
   private relatedKey = '';
+  /** Whether the webhook (when served) is registered for a scope the probe decided: what labels at admission. */
+  private webhookLive = false;
   private unlisten: (() => void) | undefined;
   private readonly options: AgentOptions;
   private readonly kc: KubeConfig;
@@ -263,6 +265,9 @@ class AgentLoop {
     const reasons: string[] = [];
     if (this.link.state() !== 'connected') reasons.push(`NATS ${this.link.state()}`);
     if (!this.watch.synced()) reasons.push('informers not in sync with the API server');
+    // Ready means labelling: a Service sends the API server's admission calls only to ready pods.
+    if (!this.probe.answered) reasons.push('shard selector probe not answered yet (nothing labelled)');
+    else if (this.webhook && !this.webhookLive) reasons.push('admission webhook not registered yet');
     return { ready: reasons.length === 0, reasons };
   }
 
@@ -296,8 +301,10 @@ class AgentLoop {
     try {
       const configs = this.validConfigs();
       // Nothing is labelled (by a pass or the webhook) before the probe answers; its first answer schedules a sync.
-      const scope = this.probe.answered ? labelScope({ configs, algorithm: this.settings.algorithm, serverShardSelectors: this.probe.offered }) : NOTHING_LABELLED;
+      const answered = this.probe.answered;
+      const scope = answered ? labelScope({ configs, algorithm: this.settings.algorithm, serverShardSelectors: this.probe.offered }) : NOTHING_LABELLED;
       await this.updateRelated(configs, scope);
+      if (answered) this.webhookLive = true;
       this.sendReport();
       await this.writeStatuses();
       await this.writeRuleStatuses();

@@ -32,6 +32,9 @@ export function labelsResource(scope: LabelScope, resource: { group: string; res
   return scope.resources.some((r) => (r.group === '*' || r.group === resource.group) && r.resource === resource.resource);
 }
 
+/** Labels nothing: the scope while the agent does not yet know whether its API server filters by hash range. */
+export const NOTHING_LABELLED: LabelScope = Object.freeze({ namespaces: false, resources: [] });
+
 /**
  * What needs labels in this cluster (pure). Objects of a config's related resources are labelled only where its
  * proxies select by label (`objectSelection`); the others are still watched, for the report's object counts.
@@ -41,9 +44,6 @@ export function labelsResource(scope: LabelScope, resource: { group: string; res
  * The agent asks for no scope at all before its probe has answered (`NOTHING_LABELLED`): a label written on a guess
  * would stay for good on a server that needs none.
  */
-/** Labels nothing: the scope while the agent does not yet know whether its API server filters by hash range. */
-export const NOTHING_LABELLED: LabelScope = Object.freeze({ namespaces: false, resources: [] });
-
 export function labelScope(input: { configs: readonly ShardingConfigModel[]; algorithm: HashAlgorithm; serverShardSelectors: boolean }): LabelScope {
   const { configs, algorithm, serverShardSelectors } = input;
   const labelled = configs.filter((config) => objectSelection({ algorithm, serverShardSelectors, objectLabels: config.objectLabels }) === 'labels');

@@ -10,6 +10,7 @@ export {
 } from './selector.js';
 export {
   DEFAULT_BUCKET_COUNT,
+  DEFAULT_LABEL_KEYS,
   HASH_ALGORITHMS,
   bucketOf,
   createHashSettings,

@@ -273,15 +273,15 @@ describe('two clusters under one hub (real API servers, private NATS)', () => {
     logger.info({ shards: tables.map((t) => t.shard) }, 'spanning root planned');
   });
 
-  it('an agent stopped cleanly (what the CLI does on SIGTERM) removes its MutatingWebhookConfiguration', async () => {
+  it('an agent is Ready only once its webhook is registered; stopped cleanly (as on SIGTERM), it removes it', async () => {
     const name = nameLeaving;
     const admission = kcA.makeApiClient(AdmissionregistrationV1Api);
     const agent = await runAgent({ registryName: name, bed: cluster(0), nats: nats.nats });
     try {
-      await eventually(async () => {
-        const config = await admission.readMutatingWebhookConfiguration({ name: webhookConfigurationName(name) });
-        expect(config.webhooks?.[0]?.clientConfig.url).toBe(agent.webhookUrl);
-      });
+      // Ready sends it the API server's admission calls (a Service's endpoints): the labelling must be in place by then.
+      await eventually(async () => expect((await fetch(`${agent.url}/readyz`)).status).toBe(200), 20_000, 20);
+      const config = await admission.readMutatingWebhookConfiguration({ name: webhookConfigurationName(name) });
+      expect(config.webhooks?.find((w) => w.name.startsWith('namespaces.'))?.clientConfig.url).toBe(agent.webhookUrl);
     } finally {
       await agent.stop();
     }

@@ -7,6 +7,7 @@ import { createAuthSetup, writeAuthSetup, type AuthFiles } from '../../transport
 import { createCertificateAuthority, issueCertificate } from '../../tls/index.js';
 import { parseImageRef } from '../images/index.js';
 import { packageRoot } from '../package-root.js';
+import { awaitAdmissionLabels } from './admission.js';
 import { helmInstall } from './helm.js';
 import { putSecret } from './secrets.js';
 
@@ -50,7 +51,8 @@ export interface InstalledMesh {
 /**
  * Installs the mesh into a cluster with a node, as docs/install.md tells a user to: the Secrets first (NATS TLS and
  * accounts from `ctrlmesh nats-auth init`'s files, the hub's keys and tokens, the agent's bootstrap identity and
- * token), then the NATS, hub and agent charts, each waited on until its pods pass their readiness probes.
+ * token), then the NATS, hub and agent charts, each waited on until its pods pass their readiness probes, and last
+ * until the API server's admission reaches the agent.
  */
 export async function installMesh(options: MeshInstallOptions): Promise<InstalledMesh> {
   const ns = MESH_NAMESPACE;
@@ -123,5 +125,6 @@ export async function installMesh(options: MeshInstallOptions): Promise<Installe
     },
     helm,
   );
+  await awaitAdmissionLabels({ core, timeoutMs: 60_000, onProgress: options.onProgress, ...(options.signal ? { signal: options.signal } : {}) });
   return { namespace: ns, cluster: options.cluster, natsUrl, natsCaPem: ca.certPem, auth, releases: RELEASES };
 }
