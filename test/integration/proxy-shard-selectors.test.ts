@@ -147,6 +147,74 @@ describe('lists and watches sharded without labels (shardSelector, and the proxy
     expect(body.items.every((i) => owned.includes(fnvBucket(i.metadata.namespace!)))).toBe(true);
     expect((await metric('ctrlmesh_proxy_lists_filtered_total', 'reason="unlabelled"')) - before).toBe(1);
   });
+
+  /** Reads a watch through the proxy until `until` holds of what came, then leaves it. */
+  const watchUntil = async (path: string, headers: Record<string, string>, act: () => Promise<void>, until: (text: string) => boolean): Promise<string> => {
+    const abort = new AbortController();
+    const res = await api(path, { headers, signal: abort.signal });
+    expect(res.status).toBe(200);
+    const reader = res.body!.getReader();
+    let text = '';
+    const pump = (async () => {
+      for (;;) {
+        const { done, value } = await reader.read().catch(() => ({ done: true, value: undefined }));
+        if (done) return;
+        text += Buffer.from(value).toString('utf8');
+      }
+    })();
+    await act();
+    await settles(() => expect(until(text)).toBe(true));
+    abort.abort();
+    await pump;
+    return text;
+  };
+
+  it("under proxyFilter, a watch shows no other shard's object, deleted ones included, and never their data", async () => {
+    const marker = `not-for-this-shard-${version}`;
+    const encoded = Buffer.from(marker).toString('base64');
+    const name = uniqueName('deleted');
+    const text = await watchUntil(
+      '/api/v1/secrets?watch=1',
+      {},
+      async () => {
+        // The other shard's Secret first: by the time the own one's deletion arrives, its events have too.
+        for (const ns of [namespaces[5]!, namespaces[0]!]) {
+          await admin.createNamespacedSecret({ namespace: ns, body: { metadata: { name }, stringData: { v: marker } } });
+          await admin.deleteNamespacedSecret({ name, namespace: ns });
+        }
+      },
+      (got) => got.includes('"DELETED"') && got.includes(namespaces[0]!),
+    );
+    const events = text.split('\n').filter(Boolean).map((l) => JSON.parse(l) as { type: string; object: Item });
+    expect(events.filter((e) => e.object.metadata.name === name).map((e) => `${e.type} ${e.object.metadata.namespace}`)).toEqual([
+      `ADDED ${namespaces[0]}`,
+      `DELETED ${namespaces[0]}`,
+    ]);
+    expect(events.every((e) => owned.includes(fnvBucket(e.object.metadata.namespace!)))).toBe(true);
+    expect(text.split(encoded)).toHaveLength(3);
+  });
+
+  it('a Table asked for with spaces around `=` is a Table to the proxy too: its rows are judged, none without its object', async () => {
+    // The API server trims the spaces; a proxy that did not would see no Table and leave includeObject=None, rows bare.
+    const accept = { accept: 'application/json; as= Table ; g=meta.k8s.io; v=v1' };
+    const list = (await (await api('/api/v1/configmaps?includeObject=None', { headers: accept })).json()) as { kind: string; rows: { object?: Item }[] };
+    expect(list.kind).toBe('Table');
+    const listed = list.rows.map((r) => r.object?.metadata.namespace);
+    expect(listed.every((ns) => ns !== undefined && owned.includes(fnvBucket(ns)))).toBe(true);
+    expect(listed.filter((ns) => namespaces.includes(ns!)).sort()).toEqual(namespaces.slice(0, 3).flatMap((ns) => [ns, ns, ...(ns === namespaces[1] ? [ns] : [])]).sort());
+    const name = uniqueName('row');
+    const text = await watchUntil(
+      '/api/v1/configmaps?watch=1&includeObject=None',
+      accept,
+      async () => {
+        for (const ns of [namespaces[6]!, namespaces[2]!]) await admin.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name } } });
+      },
+      (got) => got.includes(name),
+    );
+    const rows = text.split('\n').filter(Boolean).flatMap((l) => (JSON.parse(l) as { object: { rows?: { cells: unknown[]; object?: Item }[] } }).object.rows ?? []);
+    expect(rows.map((r) => r.object?.metadata.namespace).filter((ns) => ns === undefined || !owned.includes(fnvBucket(ns)))).toEqual([]);
+    expect(rows.filter((r) => r.cells[0] === name).map((r) => r.object?.metadata.namespace)).toEqual([namespaces[2]]);
+  });
 });
 
 /**

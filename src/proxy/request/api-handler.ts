@@ -6,6 +6,7 @@ import { BodyTooLargeError, SelectorSyntaxError, UnjudgedListError, UpstreamTime
 import type { RouteController } from '../routes/route-controller.js';
 import type { ClusterEntry } from '../routes/route-state.js';
 import type { ResourceSelection } from '../routes/shard-view.js';
+import { jsonAccept } from './accept.js';
 import { decide } from './enforce.js';
 import { judgeObjectWrite, sendJudgedObject } from './by-object.js';
 import { forward, sendRestored, type UpstreamResponse } from './forward.js';
@@ -74,16 +75,6 @@ function namespaceCreated(body: string): string | undefined {
 
 function isJson(contentType: string | undefined): boolean {
   return contentType !== undefined && /^application\/json\s*(;|$)/iu.test(contentType);
-}
-
-/**
- * The Accept sent for a watch or list the proxy reads: only the client's JSON media types (Tables and metadata-only
- * objects included, so kubectl keeps its columns), or plain JSON when it asked for none (protobuf clients read JSON).
- */
-function jsonAccept(accept: string | undefined): { accept: string; table: boolean } {
-  const json = (accept ?? '').split(',').map((m) => m.trim()).filter((m) => isJson(m));
-  if (json.length === 0) return { accept: 'application/json', table: false };
-  return { accept: json.join(','), table: json.some((m) => /;\s*as=Table\b/iu.test(m)) };
 }
 
 /**
@@ -216,6 +207,8 @@ export function createApiHandler(options: ApiHandlerOptions): (request: FastifyR
     const judged = sharded?.verb === 'list' && selection !== undefined && (selection.shardSelector !== undefined || selection.filterLists) ? selection : undefined;
     let accept: string | undefined;
     if (shardedWatch || judged || judgedObject) {
+      // Only the client's JSON media types (Tables and metadata-only objects, so kubectl keeps its columns), or plain
+      // JSON when it asked for none (protobuf clients read JSON).
       const wanted = jsonAccept(request.headers.accept);
       accept = wanted.accept;
       // Table rows must carry each object's labels and namespace for the filter to judge them.

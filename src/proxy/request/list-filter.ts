@@ -24,8 +24,9 @@ export interface ListJudgement {
 interface ListBody {
   kind?: unknown;
   metadata?: { shardInfo?: { selector?: unknown }; remainingItemCount?: unknown };
-  items?: { metadata?: ObjectMetadata }[];
-  rows?: { object?: { metadata?: ObjectMetadata } }[];
+  // As JSON may have them: any element or field null.
+  items?: ({ metadata?: ObjectMetadata | null } | null)[];
+  rows?: ({ object?: { metadata?: ObjectMetadata | null } | null } | null)[];
 }
 
 /**
@@ -55,14 +56,14 @@ export function filterListBody(text: string, admit: (metadata: ObjectMetadata) =
     throw new UnjudgedListError('the answer is not JSON');
   }
   if (body === null || typeof body !== 'object') throw new UnjudgedListError('the answer is not a list');
-  if (Array.isArray(body.items)) body.items = body.items.filter((item) => admit(item.metadata ?? {}));
-  else if (body.kind === 'Table' && Array.isArray(body.rows)) body.rows = body.rows.filter((row) => admit(row.object?.metadata ?? {}));
+  // An item or row without metadata (a Table's rows under includeObject=None) cannot be judged: it is dropped.
+  const judged = (metadata: ObjectMetadata | null | undefined): boolean => metadata !== undefined && metadata !== null && admit(metadata);
+  if (Array.isArray(body.items)) body.items = body.items.filter((item) => judged(item?.metadata));
+  else if (body.kind === 'Table' && Array.isArray(body.rows)) body.rows = body.rows.filter((row) => judged(row?.object?.metadata));
   else throw new UnjudgedListError('the answer has no items');
   if (body.metadata && typeof body.metadata === 'object') delete body.metadata.remainingItemCount;
   return JSON.stringify(body);
 }
-
-const EMPTY_METADATA: ObjectMetadata = Object.freeze({});
 
 /**
  * filterListBody without building the list (and its answer as bytes, or as text where it fell back): the items' bytes are kept or cut as they are (the answer stays the API
@@ -94,7 +95,7 @@ export function filterListBytes(body: Buffer, admit: (metadata: ObjectMetadata) 
       newMetadata = Buffer.from(JSON.stringify(parsed));
     }
   }
-  const kept = list.items.filter((item) => admit(item.metadata ?? EMPTY_METADATA));
+  const kept = list.items.filter((item) => item.metadata !== undefined && admit(item.metadata));
   const replaceItems = kept.length !== list.items.length;
   const edits: [number, number, Buffer | undefined, boolean][] = [];
   if (newMetadata && metadata) edits.push([metadata[0], metadata[1], newMetadata, false]);

@@ -40,7 +40,16 @@ export const EXPIRED_EVENT = `${JSON.stringify({
 /** How a filter reads the events it judges: the scanner (JSON.parse when it is not sure), or JSON.parse alone. */
 export type EventReading = 'scan' | 'parse';
 
-const EMPTY_METADATA: ObjectMetadata = Object.freeze({});
+/**
+ * What an event's type asks of its object: ADDED, MODIFIED and any type the proxy does not know (or none) that the
+ * shard may see it (`admits`); DELETED that its unit is the shard's (`owns`: a deleted object of another shard
+ * arrives whole where the API server applied no shard selector); BOOKMARK and ERROR carry a resourceVersion or a
+ * Status, no object of a shard, and pass.
+ */
+function testOf(type: string | undefined): 'admits' | 'owns' | undefined {
+  if (type === 'BOOKMARK' || type === 'ERROR') return undefined;
+  return type === 'DELETED' ? 'owns' : 'admits';
+}
 
 /** One scanner per set of label keys, shared by every filter (a scanner keeps no state between events). */
 const scanners = new Map<string, EventScanner>();
@@ -67,14 +76,14 @@ export type EventSink = (piece: Buffer | string) => void;
 /**
  * Filters a JSON watch stream (one event per line) incrementally: events whose object is outside the shard
  * are dropped, or turned into BOOKMARKs carrying only the resourceVersion when the client asked for bookmarks.
- * DELETED events always pass, because they only tell the client to forget an object. Only the unfinished last
- * line is held back, never the stream.
+ * A DELETED event is judged by its object's unit alone (`testOf`). An object with no metadata is outside every
+ * shard. Only the unfinished last line is held back, never the stream.
  *
  * What is read depends on the judge (the current table's, see EventJudge): where the API server applied everything
  * the judge checks (`mustJudge` false) the bytes pass unread, a chunk at a time up to its last newline; otherwise
- * each ADDED or MODIFIED line is scanned for the few fields the judge reads (json-scan.ts) and parsed only when
- * the scanner is not sure (Tables, escapes in a key it reads, duplicate keys, malformed lines). Consecutive lines
- * that pass are sent as one piece.
+ * each line is scanned for the few fields the judge reads (json-scan.ts) and parsed only when the scanner is not
+ * sure (Tables, escapes in a key it reads, duplicate keys, malformed lines). Consecutive lines that pass are sent as
+ * one piece.
  *
  * Not a stream: its output goes to `send` (the relay writes it to the client), so a watch holds no stream states and
  * pipes of its own between the API server's stream and the client's.
@@ -152,16 +161,17 @@ export class WatchEventFilter {
     this.runFrom = this.runTo;
   }
 
-  /** The API server's stream ended: its last line, unfinished, is judged and sent as it is. */
-  end(): void {
-    if (this.ended) return;
+  /**
+   * The API server's stream ended. True when it ended after a whole line, as the API server ends a watch; false when
+   * a line was cut (the connection closed mid-event): that line is not sent, and the relay cuts the client's
+   * connection rather than end it as if whole.
+   */
+  end(): boolean {
+    if (this.ended) return true;
     this.ended = true;
-    if (this.pending.length > 0) {
-      const line = Buffer.concat(this.pending);
-      if (!this.current.mustJudge) this.send(line);
-      else this.emitLine(line, true);
-    }
+    const whole = this.pending.length === 0;
     this.pending = [];
+    return whole;
   }
 
   /**
@@ -200,9 +210,10 @@ export class WatchEventFilter {
   private emitLine(line: Buffer, send: boolean): boolean {
     const scanned = this.reading === 'scan' ? this.scanner.scan(line) : undefined;
     let passes: boolean;
+    let test: 'admits' | 'owns' | undefined;
     if (scanned === undefined || scanned.kind === 'Table') passes = this.judgeParsed(line);
-    else if ((scanned.type !== 'ADDED' && scanned.type !== 'MODIFIED') || !scanned.hasObject) passes = true;
-    else if (this.current.admits(scanned.metadata ?? EMPTY_METADATA)) passes = true;
+    else if ((test = testOf(scanned.type)) === undefined || !scanned.hasObject) passes = true;
+    else if (scanned.metadata !== undefined && this.current[test](scanned.metadata)) passes = true;
     else {
       this.onFiltered();
       if (this.bookmarks) this.pushBookmark(scanned.kind, scanned.apiVersion, scanned.metadata?.resourceVersion);
@@ -224,19 +235,23 @@ export class WatchEventFilter {
       // Not an event we understand (partial protocol change, blank keep-alive): the client decides.
       return true;
     }
-    if (event === null || typeof event !== 'object' || (event.type !== 'ADDED' && event.type !== 'MODIFIED')) return true;
+    if (event === null || typeof event !== 'object') return true;
+    const test = testOf(typeof event.type === 'string' ? event.type : undefined);
+    if (test === undefined) return true;
     const { object } = event;
     // No object to judge (the client cannot decode such an event either): it carries no object of another shard.
     if (object === undefined || object === null || typeof object !== 'object') return true;
+    const judged = (metadata: ObjectMeta | undefined): boolean => metadata !== undefined && metadata !== null && this.current[test](metadata);
     if (object.kind === 'Table' && Array.isArray(object.rows)) {
-      const kept = object.rows.filter((row) => this.current.admits(row?.object?.metadata ?? EMPTY_METADATA));
+      // A row without its object's metadata (includeObject=None) cannot be judged: it is dropped.
+      const kept = object.rows.filter((row) => judged(row?.object?.metadata));
       if (kept.length === object.rows.length) return true;
       this.onFiltered();
       if (kept.length > 0) this.pushInstead(`${JSON.stringify({ ...event, object: { ...object, rows: kept } })}\n`);
       else if (this.bookmarks) this.pushBookmark(object.kind, object.apiVersion, object.metadata?.resourceVersion);
       return false;
     }
-    if (this.current.admits(object.metadata ?? EMPTY_METADATA)) return true;
+    if (judged(object.metadata)) return true;
     this.onFiltered();
     if (this.bookmarks) this.pushBookmark(object.kind, object.apiVersion, object.metadata?.resourceVersion);
     return false;

@@ -26,14 +26,13 @@ export class WatchRelay {
       },
     });
     upstream.on('data', (chunk: Buffer) => this.filter.write(chunk));
+    // An end after a cut line is a failure (node:http2 ends a stream whose connection closed cleanly mid-event).
     upstream.once('end', () => {
-      this.filter.end();
-      this.finish();
+      if (this.filter.end()) this.finish();
+      else this.cut();
     });
     // A live watch that fails cuts the client's connection, as the API server failing would.
-    upstream.on('error', () => {
-      if (!this.done) res.destroy();
-    });
+    upstream.on('error', () => this.cut());
     res.on('drain', () => upstream.resume());
     res.once('close', () => {
       this.done = true;
@@ -53,5 +52,11 @@ export class WatchRelay {
   private finish(): void {
     this.done = true;
     this.res.end();
+  }
+
+  private cut(): void {
+    if (this.done) return;
+    this.done = true;
+    this.res.destroy();
   }
 }

@@ -53,7 +53,14 @@ export interface EventJudge {
   readonly mustJudge: boolean;
   /** The label keys `admits` reads. */
   readonly labelKeys: readonly string[];
+  /** Whether the shard may see the object (ADDED, MODIFIED): its unit owned, and the limits' selectors matched. */
   admits(object: ObjectMetadata): boolean;
+  /**
+   * Whether the object's unit (its namespace's bucket, or its uid's) is the shard's: what a DELETED event is judged
+   * by. The limits are not read: the API server sends DELETED, with the new labels, for an object that left their
+   * selector, and the shard must forget it.
+   */
+  owns(object: ObjectMetadata): boolean;
 }
 
 /**
@@ -87,6 +94,11 @@ function perResource<T>(memo: Map<string, T>, group: string, resource: string, m
     memo.set(key, value);
   }
   return value;
+}
+
+/** The namespace an object's bucket is read from: a Namespace's own name, else its namespace ('' for none). */
+function namespaceOf(group: string, resource: string, object: ObjectMetadata): string {
+  return (group === '' && resource === 'namespaces' ? object.name : object.namespace) ?? '';
 }
 
 function names(set: ResourceSet, group: string, resource: string): boolean {
@@ -166,6 +178,7 @@ export class ClusterShardView {
         mustJudge: selection.shardSelector !== undefined || selection.filterLists,
         labelKeys: [...keys].sort(),
         admits: (object: ObjectMetadata) => this.judgeObject(group, resource, byObject, limits, object),
+        owns: (object: ObjectMetadata) => this.ownsUnitOf(group, resource, byObject, object),
       };
     });
   }
@@ -257,6 +270,12 @@ export class ClusterShardView {
     return this.judgeObject(group, resource, this.shardsByObject(group, resource), this.limitsFor(group, resource), object);
   }
 
+  /** Whether the unit of an object is owned: its uid's bucket, or its namespace's (a Namespace's own name). */
+  private ownsUnitOf(group: string, resource: string, byObject: boolean, object: ObjectMetadata): boolean {
+    if (byObject) return typeof object.uid === 'string' && object.uid !== '' && this.owned.has(this.objectBucketOf(object.uid));
+    return this.ownsNamespace(namespaceOf(group, resource, object));
+  }
+
   private judgeObject(group: string, resource: string, byObject: boolean, limits: readonly CompiledLimit[], object: ObjectMetadata): boolean {
     const labels = object.labels ?? {};
     if (byObject) {
@@ -273,7 +292,7 @@ export class ClusterShardView {
       if (hash === undefined || !/^(0|[1-9][0-9]*)$/.test(hash) || !this.owned.has(Number(hash))) return false;
       return limits.every((limit) => matches(limit.requirements, labels));
     }
-    const namespace = (group === '' && resource === 'namespaces' ? object.name : object.namespace) ?? '';
+    const namespace = namespaceOf(group, resource, object);
     if (!this.ownsNamespace(namespace)) return false;
     if (limits.length === 0) return true;
     const seen = { ...labels, ...meshLabels(namespace, this.settings) };

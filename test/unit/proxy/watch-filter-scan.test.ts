@@ -93,15 +93,16 @@ describe('WatchEventFilter, scanning', () => {
     );
   });
 
-  it('passes the bytes unread, a chunk at a time, where the API server applied the selector', () => {
+  it('passes the bytes unread, a chunk at a time, where the API server applied the selector; a cut last line never', () => {
     const judge = views().labels.eventJudge('', 'configmaps');
     expect(judge.mustJudge).toBe(false);
-    const stream = Buffer.from(['{"type":"ADDED","object":{"metadata":{"labels":{"h":"2"}}}}', 'not json', '{"type":"ADDED"'].join('\n'));
+    const whole = ['{"type":"ADDED","object":{"metadata":{"labels":{"h":"2"}}}}', 'not json', ''].join('\n');
+    const stream = Buffer.from(`${whole}{"type":"ADDED"`);
     fc.assert(
       fc.property(fc.array(fc.nat(), { maxLength: 6 }), (cuts) => {
         const chunks = cut(stream, cuts);
         const { out, filtered, pieces } = run(chunks, judge, 'scan', false);
-        expect(out).toBe(stream.toString());
+        expect(out).toBe(whole);
         expect(filtered).toBe(0);
         // Each chunk goes in at most two pieces (up to its last newline, then its unfinished line), never copied.
         expect(pieces).toBeLessThanOrEqual(2 * chunks.length);

@@ -6,7 +6,8 @@ import { EXPIRED_EVENT } from '../../../src/proxy/index.js';
 import { WatchRelay } from '../../../src/proxy/request/watch-relay.js';
 
 const event = (hash: string, rv: number): string => `{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"resourceVersion":"${rv}","labels":{"h":"${hash}"}}}}\n`;
-const judge = { mustJudge: true, labelKeys: ['h'], admits: (m: { labels?: Readonly<Record<string, string>> }) => m.labels?.h === '1' };
+const admits = (m: { labels?: Readonly<Record<string, string>> }): boolean => m.labels?.h === '1';
+const judge = { mustJudge: true, labelKeys: ['h'], admits, owns: admits };
 
 interface Bed {
   upstream: PassThrough;
@@ -85,6 +86,15 @@ describe('WatchRelay', () => {
     upstream.write(event('1', 1));
     upstream.destroy(new Error('the API server went away'));
     expect((await got).cut).toBe(true);
+    await closed;
+  });
+
+  it('an upstream that ends mid-line cuts the client off, the cut line unsent', async () => {
+    const { upstream, answer, closed } = await bed();
+    const got = body(await answer);
+    // node:http2 ends a stream (no error) whose connection was closed cleanly, wherever the last event stood.
+    upstream.end(event('1', 1) + event('2', 2).slice(0, 30));
+    expect(await got).toEqual({ text: event('1', 1), cut: true });
     await closed;
   });
 
