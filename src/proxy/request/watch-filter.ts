@@ -76,8 +76,9 @@ export type EventSink = (piece: Buffer | string) => void;
 /**
  * Filters a JSON watch stream (one event per line) incrementally: events whose object is outside the shard
  * are dropped, or turned into BOOKMARKs carrying only the resourceVersion when the client asked for bookmarks.
- * A DELETED event is judged by its object's unit alone (`testOf`). An object with no metadata is outside every
- * shard. Only the unfinished last line is held back, never the stream.
+ * A DELETED event is judged by its object's unit alone (`testOf`). What cannot be judged (a line that is not one
+ * JSON object, an event without its object, an object without metadata) is dropped. Only the unfinished last line
+ * is held back, never the stream.
  *
  * What is read depends on the judge (the current table's, see EventJudge): where the API server applied everything
  * the judge checks (`mustJudge` false) the bytes pass unread, a chunk at a time up to its last newline; otherwise
@@ -212,7 +213,8 @@ export class WatchEventFilter {
     let passes: boolean;
     let test: 'admits' | 'owns' | undefined;
     if (scanned === undefined || scanned.kind === 'Table') passes = this.judgeParsed(line);
-    else if ((test = testOf(scanned.type)) === undefined || !scanned.hasObject) passes = true;
+    else if ((test = testOf(scanned.type)) === undefined) passes = true;
+    else if (!scanned.hasObject) passes = this.unjudged();
     else if (scanned.metadata !== undefined && this.current[test](scanned.metadata)) passes = true;
     else {
       this.onFiltered();
@@ -228,19 +230,18 @@ export class WatchEventFilter {
 
   /** The slow path: the whole event parsed. True when the line passes unchanged. */
   private judgeParsed(line: Buffer): boolean {
-    let event: WatchEvent;
+    let event: WatchEvent | null;
     try {
-      event = JSON.parse(line.toString('utf8')) as WatchEvent;
+      event = JSON.parse(line.toString('utf8')) as WatchEvent | null;
     } catch {
-      // Not an event we understand (partial protocol change, blank keep-alive): the client decides.
-      return true;
+      event = null;
     }
-    if (event === null || typeof event !== 'object') return true;
+    // Not one JSON object (a garbled or blank line), or an event of objects without one: nothing to judge it by.
+    if (event === null || typeof event !== 'object') return this.unjudged();
     const test = testOf(typeof event.type === 'string' ? event.type : undefined);
     if (test === undefined) return true;
     const { object } = event;
-    // No object to judge (the client cannot decode such an event either): it carries no object of another shard.
-    if (object === undefined || object === null || typeof object !== 'object') return true;
+    if (object === undefined || object === null || typeof object !== 'object') return this.unjudged();
     const judged = (metadata: ObjectMeta | undefined): boolean => metadata !== undefined && metadata !== null && this.current[test](metadata);
     if (object.kind === 'Table' && Array.isArray(object.rows)) {
       // A row without its object's metadata (includeObject=None) cannot be judged: it is dropped.
@@ -254,6 +255,12 @@ export class WatchEventFilter {
     if (judged(object.metadata)) return true;
     this.onFiltered();
     if (this.bookmarks) this.pushBookmark(object.kind, object.apiVersion, object.metadata?.resourceVersion);
+    return false;
+  }
+
+  /** A line that cannot be judged is dropped, never passed: no client could decode it either. */
+  private unjudged(): false {
+    this.onFiltered();
     return false;
   }
 

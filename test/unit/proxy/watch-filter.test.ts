@@ -39,12 +39,13 @@ describe('WatchEventFilter', () => {
     expect(JSON.parse(out.trim().split('\n')[1] as string).object.metadata.name).toBe('cm-3');
   });
 
-  it('drops an object without metadata, and a Table row without its object (includeObject=None), whatever the type', () => {
+  it('drops what it cannot judge: an object without metadata, a Table row without its object, an event without one, a garbled line', () => {
     const bare = (type: string): string => `${JSON.stringify({ type, object: { kind: 'ConfigMap', apiVersion: 'v1', data: { secret: 'x' } } })}\n`;
     const table = `${JSON.stringify({ type: 'ADDED', object: { kind: 'Table', apiVersion: 'meta.k8s.io/v1', metadata: { resourceVersion: '5' }, rows: [{ cells: ['other-shard'] }] } })}\n`;
-    const { out, filtered } = run([bare('ADDED'), bare('DELETED'), bare('SOMETHING'), bare(''), table], false);
-    expect(out).toBe('');
-    expect(filtered).toBe(5);
+    const unjudged = [bare('ADDED'), bare('DELETED'), bare('SOMETHING'), bare(''), table, '{"type":"ADDED"}\n', '{"type":"ADDED","object":"x"}\n', '{"type":"ADDED",\n', '42\n', '\n'];
+    const { out, filtered } = run([...unjudged, event('BOOKMARK', '', '9')], false);
+    expect(types(out)).toEqual(['BOOKMARK']);
+    expect(filtered).toBe(unjudged.length);
   });
 
   it('an end after a cut line is not whole, and the cut line is never sent, judged or not', () => {
