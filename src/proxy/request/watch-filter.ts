@@ -1,9 +1,6 @@
 import type { EventJudge, ObjectMetadata } from '../routes/shard-view.js';
 import { EventScanner } from './json-scan.js';
 
-/** Decides, per watch event object, whether the shard may see it (the current route table's view). */
-export type EventAdmission = (metadata: ObjectMetadata) => boolean;
-
 export type { EventJudge };
 
 interface ObjectMeta extends ObjectMetadata {
