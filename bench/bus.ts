@@ -8,6 +8,7 @@ import { generateKeyPairSync, sign as cryptoSign, verify as cryptoVerify } from 
 import { readdir, readFile } from 'node:fs/promises';
 import { availableParallelism, loadavg } from 'node:os';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { KvWatchInclude, type KV } from '@nats-io/kv';
 import { createServer } from '@nats-io/nkeys';
 import type { Subscription } from '@nats-io/transport-node';
@@ -157,6 +158,16 @@ export async function processCpuUs(pid: number | undefined, options: { descendan
     }
   }
   return ns / 1000;
+}
+
+/** Waits at least 2 s, then until the process used under 10 % of a core over half a second (at most 20 s). */
+export async function untilQuiet(pid: number | undefined): Promise<void> {
+  await sleep(2000);
+  for (const deadline = Date.now() + 20_000; Date.now() < deadline; ) {
+    const before = await processCpuUs(pid);
+    await sleep(500);
+    if ((await processCpuUs(pid)) - before < 50_000) return;
+  }
 }
 
 /** The live descendants of a process, from every process's parent in /proc/<pid>/stat. */

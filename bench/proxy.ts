@@ -11,7 +11,7 @@ import { bucketOf } from '../src/sharding/index.js';
 import type { RouteTable } from '../src/transport/index.js';
 import CircuitBreaker from 'opossum';
 import { benchRouteTable, stopBenchBed } from './bench-bed.js';
-import { median, processCpuUs } from './bus.js';
+import { median, processCpuUs, untilQuiet } from './bus.js';
 import { cpuNs, loadRow, percentile, round, timePerOp, waitForLine, type Benchmark, type BenchRow } from './harness.js';
 import { shardSelectionRows } from './shard-selection.js';
 
@@ -558,16 +558,6 @@ async function openManyWatches(url: string, rv: string): Promise<ManyWatches> {
   const openMs = performance.now() - start;
   heads.sort((a, b) => a - b);
   return { openMs, headP50Ms: percentile(heads, 0.5) ?? Number.NaN, failed, failure, close: () => pool.destroy() };
-}
-
-/** Waits at least 2 s, then until the process used under 10 % of a core over half a second (at most 20 s). */
-async function untilQuiet(pid: number | undefined): Promise<void> {
-  await sleep(2000);
-  for (const deadline = Date.now() + 20_000; Date.now() < deadline; ) {
-    const before = await processCpuUs(pid);
-    await sleep(500);
-    if ((await processCpuUs(pid)) - before < 50_000) return;
-  }
 }
 
 /**
