@@ -23,6 +23,11 @@ export interface ApiServerOptions extends ServerStartOptions {
    * envtest's: loopback only, no ServiceAccount admission.
    */
   node?: { address: string };
+  /**
+   * Serve HTTP/1.1 only (`--disable-http2-serving`), as an API server behind a load balancer that offers no HTTP/2:
+   * a proxy's watches then go as HTTP/1.1 requests.
+   */
+  disableHttp2?: boolean;
 }
 
 /** Every request, at Metadata level: who, verb, objectRef and request URI, no bodies. */
@@ -145,6 +150,7 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
       `--service-account-key-file=${files.saPublic}`,
       `--service-account-signing-key-file=${files.saPrivate}`,
       ...audit,
+      ...(options.disableHttp2 ? ['--disable-http2-serving'] : []),
       // What a newer minor alone runs with (its shard-selector gate; src/dev/kube-versions.ts); nothing for the default.
       ...(options.kubeVersion ?? DEFAULT_KUBE_VERSION).apiServerArgs,
     ],
