@@ -3,9 +3,9 @@
  * bench/proxy.ts: the storm through a proxy lasts as long as the proxy takes to pass it on, and the API server's CPU
  * per watch was found to follow that time, not what the proxy sends. 2,000 watches of one namespace's ConfigMaps are
  * opened straight from node:http2 (100 streams a connection, as the proxies' watches go) to a fresh kube-apiserver:
- * all at once, all at once with the shard's label selector (what ctrlmesh adds), and paced at 4 and 2 a millisecond
- * (storms of about 0.5 and 1 s). The variants take turns within each round; the API server is let go quiet between
- * two storms.
+ * all at once, all at once with a shard's label selector (the form ctrlmesh adds in the bench: one bucket), and
+ * paced at 4 and 2 a millisecond (storms of about 0.5 and 1 s). The variants take turns within each round; the API
+ * server is let go quiet between two storms.
  *
  *   node dist/bench/probes/watch-pace.js [rounds, default 8]
  *
@@ -68,7 +68,7 @@ async function resourceVersion(): Promise<string> {
 }
 
 async function storm(variant: Variant, rv: string): Promise<{ ms: number; apiUsPerWatch: number }> {
-  const selector = variant.selector ? `&labelSelector=${encodeURIComponent('ctrlmesh.kusionstack.io/namespace-hash=26')}` : '';
+  const selector = variant.selector ? `&labelSelector=${encodeURIComponent('ctrlmesh.kusionstack.io/shard-hash=26')}` : '';
   const path = `/api/v1/namespaces/default/configmaps?watch=true&allowWatchBookmarks=true&resourceVersion=${rv}${selector}`;
   const sessions: ClientHttp2Session[] = [];
   const pid = server.pid();
