@@ -73,6 +73,12 @@ function forwardFrom(request: FastifyRequest, reply: FastifyReply, plan: Forward
         headers.host = upstream.server.host;
         return headers;
       },
+      rewriteHeaders: (headers) => {
+        // The API server answered after the client left: reply-from then destroys the answer and calls neither
+        // callback. The call ends here, or the breaker (its half-open trial) and a write's drain would wait forever.
+        if (reply.raw.destroyed) resolve();
+        return headers;
+      },
       onResponse: (_req, _reply, res) => {
         resolve();
         plan.onResponse(reply, { statusCode: res.statusCode, stream: res.stream });

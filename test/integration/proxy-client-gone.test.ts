@@ -1,0 +1,111 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { CoreV1Api } from '@kubernetes/client-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startApiServer, startEtcd, writeKubeconfig, type ApiServerHandle, type EtcdHandle } from '../../src/dev/index.js';
+import { FileRouteSource, type RouteSource } from '../../src/proxy/index.js';
+import type { RouteTable } from '../../src/transport/index.js';
+import { HASH_LABEL, bucket, clusterRoute, routeTable, settles, silent, startTestProxy, type TestProxy } from './helpers/proxy.js';
+import { kubeConfigFor, uniqueName } from './helpers/testbed.js';
+
+/**
+ * Clients that leave before the API server answers. The proxy forwards every request but watches through
+ * reply-from, which drops an answer that comes after its client left. The proxy's call must end all the same: a write
+ * whose answer is awaited holds back the acknowledgement of the next table (the handover of a revoked bucket), and
+ * the breaker's half-open trial call holds back every other request to the cluster. The API server is made slow by
+ * pausing its etcd (SIGSTOP), so the request is really on its way while the client leaves.
+ */
+describe('a client that leaves before the API server answers', () => {
+  let dir: string;
+  let etcd: EtcdHandle;
+  let server: ApiServerHandle;
+  let admin: CoreV1Api;
+  let harness: TestProxy;
+  const namespace = uniqueName('gone');
+  const acknowledged: number[] = [];
+  let version = 1;
+
+  const table = (): RouteTable => routeTable({ shard: 'shard-1', homeCluster: server.name, version: version++, clusters: [clusterRoute(server, [bucket(namespace)])] });
+  const pause = (pid: number | undefined, paused: boolean): void => void process.kill(pid!, paused ? 'SIGSTOP' : 'SIGCONT');
+  const url = (path: string): string => `${harness.proxy.apiUrl}${path}`;
+  /** Sends a request and leaves it after `ms`, as a client whose timeout ran out. */
+  const leaveAfter = async (ms: number, path: string, init: RequestInit = {}): Promise<void> => {
+    await expect(fetch(url(path), { ...init, signal: AbortSignal.timeout(ms) })).rejects.toThrow();
+  };
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'ctrlmesh-client-gone-'));
+    etcd = await startEtcd({ dir: join(dir, 'etcd'), logger: silent });
+    server = await startApiServer({ etcd, name: uniqueName('gone'), dir: join(dir, 'server'), logger: silent });
+    admin = kubeConfigFor(server).makeApiClient(CoreV1Api);
+    await admin.createNamespace({ body: { metadata: { name: namespace, labels: { [HASH_LABEL]: String(bucket(namespace)) } } } });
+    await admin.createNamespacedConfigMap({ namespace, body: { metadata: { name: 'cm', labels: { [HASH_LABEL]: String(bucket(namespace)) } } } });
+    const credentialsPath = join(dir, 'credentials');
+    await writeKubeconfig(credentialsPath, [server]);
+    // The file source, with the acknowledgements a hub would receive recorded.
+    const source = (path: string): RouteSource => {
+      const file = new FileRouteSource({ path, logger: silent, pollIntervalMs: 100 });
+      return {
+        description: file.description,
+        leased: file.leased,
+        start: (handlers) => file.start(handlers),
+        stop: () => file.stop(),
+        acknowledge: async (acked) => void acknowledged.push(acked.version),
+      };
+    };
+    harness = await startTestProxy({ table: table(), credentialsPath, dir: join(dir, 'proxy'), source });
+    await settles(() => expect(acknowledged).toContain(1));
+  }, 120_000);
+
+  afterAll(async () => {
+    pause(etcd?.pid(), false);
+    await harness?.close();
+    await server?.stop();
+    await etcd?.stop();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('a write is awaited until the API server answers it, then the next table is acknowledged', async () => {
+    await admin.createNamespacedConfigMap({ namespace, body: { metadata: { name: 'doomed', labels: { [HASH_LABEL]: String(bucket(namespace)) } } } });
+    pause(etcd.pid(), true);
+    try {
+      // A write without a body: its request is not complete to Node once the client leaves, and reply-from drops the
+      // answer (a write with a body the proxy read gets it handed over as usual).
+      await leaveAfter(500, `/api/v1/namespaces/${namespace}/configmaps/doomed`, { method: 'DELETE' });
+      // The write is still on its way: the next table is applied, but not acknowledged before it is answered.
+      expect(harness.proxy.controller.writes.size).toBe(1);
+      await harness.writeTable(table());
+      await settles(() => expect(harness.proxy.controller.current?.table.version).toBe(2));
+      await new Promise((r) => setTimeout(r, 300));
+      expect(acknowledged).not.toContain(2);
+    } finally {
+      pause(etcd.pid(), false);
+    }
+    await settles(() => expect(acknowledged).toContain(2), 30_000);
+    expect(harness.proxy.controller.writes.size).toBe(0);
+    // What the client left did happen: acknowledging only after the answer keeps the old owner's writes before any
+    // new owner's.
+    expect((await admin.listNamespacedConfigMap({ namespace })).items.map((cm) => cm.metadata?.name)).not.toContain('doomed');
+  }, 60_000);
+
+  it("the breaker's half-open trial is a request whose client left: the cluster is served again once it is answered", async () => {
+    const get = (): Promise<Response> => fetch(url(`/api/v1/namespaces/${namespace}/configmaps/cm`));
+    // The API server is gone: connections are refused and the breaker opens.
+    await server.stop();
+    const failed = await Promise.all(Array.from({ length: 6 }, async () => (await get()).text()));
+    expect(failed.every((body) => body.includes('API server unreachable') || body.includes('circuit breaker is open'))).toBe(true);
+    expect(await (await get()).text()).toContain('circuit breaker is open');
+    await server.start();
+    // After its reset timeout the breaker lets one trial through: it is slow (etcd paused), and its client leaves.
+    await new Promise((r) => setTimeout(r, 1_500));
+    pause(etcd.pid(), true);
+    try {
+      await leaveAfter(500, `/api/v1/namespaces/${namespace}/configmaps/cm`);
+      expect(await (await get()).text()).toContain('circuit breaker is open');
+    } finally {
+      pause(etcd.pid(), false);
+    }
+    await settles(async () => expect((await get()).status).toBe(200), 30_000);
+  }, 120_000);
+});
