@@ -123,6 +123,17 @@ export class UpstreamTimeoutError extends CtrlmeshError {
   }
 }
 
+/**
+ * The client's request did not arrive whole while the proxy forwarded it (the client left, or sent a malformed
+ * body): answered 400 where it can still be, and not counted against the API server's breaker.
+ */
+export class ClientRequestError extends CtrlmeshError {
+  constructor(options?: { cause?: unknown }) {
+    super(ErrorCodes.PROXY_REQUEST, 'the request did not arrive whole', options);
+    this.name = 'ClientRequestError';
+  }
+}
+
 /** A list answer the proxy had to filter itself but could not read (too large, not JSON, compressed): never passed on. */
 export class UnjudgedListError extends CtrlmeshError {
   constructor(reason: string) {

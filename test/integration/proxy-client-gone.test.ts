@@ -1,7 +1,9 @@
 import { mkdtemp, rm } from 'node:fs/promises';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoreV1Api } from '@kubernetes/client-node';
+import { Agent, fetch as undiciFetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startApiServer, startEtcd, writeKubeconfig, type ApiServerHandle, type EtcdHandle } from '../../src/dev/index.js';
 import { FileRouteSource, type RouteSource } from '../../src/proxy/index.js';
@@ -32,6 +34,36 @@ describe('a client that leaves before the API server answers', () => {
   /** Sends a request and leaves it after `ms`, as a client whose timeout ran out. */
   const leaveAfter = async (ms: number, path: string, init: RequestInit = {}): Promise<void> => {
     await expect(fetch(url(path), { ...init, signal: AbortSignal.timeout(ms) })).rejects.toThrow();
+  };
+
+  /**
+   * Writes `raw` on one connection, then `later` 100 ms after, and reads until the proxy closes it, or leaves after
+   * `leaveMs`.
+   */
+  const onOneConnection = async (raw: string, leaveMs?: number, later?: string): Promise<string> => {
+    const { port } = new URL(harness.proxy.apiUrl);
+    const socket = connect(Number(port), '127.0.0.1');
+    let got = '';
+    socket.on('data', (chunk: Buffer) => (got += chunk.toString('utf8')));
+    const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+    socket.on('error', () => undefined);
+    socket.write(raw);
+    if (later !== undefined) setTimeout(() => socket.write(later), 100);
+    if (leaveMs !== undefined) setTimeout(() => socket.destroy(), leaveMs);
+    await closed;
+    return got;
+  };
+  const head = (method: string, path: string, headers = ''): string => `${method} ${path} HTTP/1.1\r\nHost: proxy\r\n${headers}\r\n`;
+  /** The ConfigMap watches the API server serves now, its own included. */
+  const serverWatches = async (): Promise<number> => {
+    const dispatcher = new Agent({ connect: { ca: server.caPem, cert: server.clientCertPem, key: server.clientKeyPem } });
+    try {
+      const text = await (await undiciFetch(`${server.server}/metrics`, { dispatcher })).text();
+      const lines = text.split('\n').filter((l) => l.startsWith('apiserver_longrunning_requests{') && l.includes('resource="configmaps"') && l.includes('verb="WATCH"'));
+      return lines.reduce((sum, l) => sum + Number(l.split(' ').at(-1)), 0);
+    } finally {
+      await dispatcher.close();
+    }
   };
 
   beforeAll(async () => {
@@ -108,4 +140,37 @@ describe('a client that leaves before the API server answers', () => {
     }
     await settles(async () => expect((await get()).status).toBe(200), 30_000);
   }, 120_000);
+
+  it('pipelined requests are answered in order; one whose client left before its turn never reaches the API server', async () => {
+    const cm = `/api/v1/namespaces/${namespace}/configmaps/cm`;
+    const both = await onOneConnection(head('GET', cm) + head('GET', cm, 'Connection: close\r\n'));
+    expect(both.match(/^HTTP\/1\.1 200/gmu)).toHaveLength(2);
+
+    await admin.createNamespacedConfigMap({ namespace, body: { metadata: { name: 'kept', labels: { [HASH_LABEL]: String(bucket(namespace)) } } } });
+    const watchesBefore = await serverWatches();
+    pause(etcd.pid(), true);
+    try {
+      // Behind a read the API server is slow to answer: a delete and a watch, then the client leaves.
+      await onOneConnection(head('GET', cm) + head('DELETE', `/api/v1/namespaces/${namespace}/configmaps/kept`) + head('GET', `/api/v1/namespaces/${namespace}/configmaps?watch=1`), 500);
+      expect(harness.proxy.controller.writes.size).toBe(0);
+      await harness.writeTable(table());
+    } finally {
+      pause(etcd.pid(), false);
+    }
+    await settles(() => expect(acknowledged).toContain(version - 1), 30_000);
+    await new Promise((r) => setTimeout(r, 1_000));
+    expect((await admin.listNamespacedConfigMap({ namespace })).items.map((item) => item.metadata?.name)).toContain('kept');
+    expect(await serverWatches()).toBe(watchesBefore);
+  }, 60_000);
+
+  it("a client's malformed body is its own failure: the API server's breaker stays closed", async () => {
+    const create = head('POST', `/api/v1/namespaces/${namespace}/configmaps`, 'Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n');
+    const body = JSON.stringify({ metadata: { name: 'broken', labels: { [HASH_LABEL]: String(bucket(namespace)) } } });
+    // A first chunk that is whole, forwarded as it comes; then what follows is no chunk: the body stops being HTTP in
+    // the middle, after the proxy began sending it.
+    const first = body.slice(0, 20);
+    for (let i = 0; i < 6; i++) await onOneConnection(`${create}${first.length.toString(16)}\r\n${first}\r\n`, 300, `zz\r\n${body.slice(20)}\r\n0\r\n\r\n`);
+    expect((await fetch(url(`/api/v1/namespaces/${namespace}/configmaps/cm`))).status).toBe(200);
+    expect((await admin.listNamespacedConfigMap({ namespace })).items.map((item) => item.metadata?.name)).not.toContain('broken');
+  }, 60_000);
 });

@@ -2,7 +2,7 @@ import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import type { OutgoingHttpHeaders } from 'node:http';
 import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
-import { BodyTooLargeError, SelectorSyntaxError, UnjudgedListError, UpstreamTimeoutError } from '../../errors.js';
+import { BodyTooLargeError, ClientRequestError, SelectorSyntaxError, UnjudgedListError, UpstreamTimeoutError } from '../../errors.js';
 import type { RouteController } from '../routes/route-controller.js';
 import type { ClusterEntry } from '../routes/route-state.js';
 import type { ResourceSelection } from '../routes/shard-view.js';
@@ -11,6 +11,7 @@ import { decide } from './enforce.js';
 import { judgeObjectWrite, sendJudgedObject } from './by-object.js';
 import { forward, sendRestored, type UpstreamResponse } from './forward.js';
 import { judgeList } from './list-filter.js';
+import { isPipelined, untilTurn } from './pipelined.js';
 import { isRefusal, isWrite, parseApiRequest, readBoundedBody, type HeaderPolicy, type RequestInfo, type ResourceRequest } from './parse/index.js';
 import { sendStatus, statusBody, statusFor, type KubeStatus } from './status.js';
 import { WatchRelay } from './watch-relay.js';
@@ -86,6 +87,8 @@ export function createApiHandler(options: ApiHandlerOptions): (request: FastifyR
   const { controller, logger, breakerRetryAfterSeconds, guard, requests } = options;
 
   const handle = async (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> => {
+    // Judged and forwarded at its turn, under the table then in force; never when its client left before.
+    if (isPipelined(reply.raw) && !(await untilTurn(request.raw, reply.raw))) return reply;
     const started = performance.now();
     const state = controller.current;
     if (state === undefined) {
@@ -265,7 +268,9 @@ export function createApiHandler(options: ApiHandlerOptions): (request: FastifyR
     } catch (err) {
       if (reply.sent) return reply;
       const code = (err as { code?: string }).code;
-      if (code === 'EOPENBREAKER') {
+      if (err instanceof ClientRequestError) {
+        sendStatus(reply, statusFor(400, err.message));
+      } else if (code === 'EOPENBREAKER') {
         sendStatus(reply, statusBody(503, 'ServiceUnavailable', `cluster "${clusterName}" is failing: its circuit breaker is open`), breakerRetryAfterSeconds);
       } else {
         logger.warn({ err, cluster: clusterName }, 'API server unreachable');

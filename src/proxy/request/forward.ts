@@ -5,7 +5,7 @@ import type { Readable } from 'node:stream';
 import type { LockRenamer } from '../routes/leader-election.js';
 import type { ClusterEntry } from '../routes/route-state.js';
 import type { Http2WatchPool } from '../upstream/http2-watches.js';
-import { CtrlmeshError, ErrorCodes } from '../../errors.js';
+import { ClientRequestError, CtrlmeshError, ErrorCodes } from '../../errors.js';
 import { readBoundedBody, stripHeaders, type HeaderPolicy } from './parse/index.js';
 
 /** The upstream answer reply-from hands over. */
@@ -83,7 +83,8 @@ function forwardFrom(request: FastifyRequest, reply: FastifyReply, plan: Forward
         resolve();
         plan.onResponse(reply, { statusCode: res.statusCode, stream: res.stream });
       },
-      onError: (_reply, { error }) => reject(error),
+      // A client whose request stopped before its end (its body streams through) failed it, not the API server.
+      onError: (_reply, { error }) => reject(request.raw.complete ? error : new ClientRequestError({ cause: error })),
     });
   });
 }
