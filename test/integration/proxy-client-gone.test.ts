@@ -3,13 +3,12 @@ import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoreV1Api } from '@kubernetes/client-node';
-import { Agent, fetch as undiciFetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startApiServer, startEtcd, writeKubeconfig, type ApiServerHandle, type EtcdHandle } from '../../src/dev/index.js';
 import { FileRouteSource, type RouteSource } from '../../src/proxy/index.js';
 import type { RouteTable } from '../../src/transport/index.js';
 import { HASH_LABEL, bucket, clusterRoute, routeTable, settles, silent, startTestProxy, type TestProxy } from './helpers/proxy.js';
-import { kubeConfigFor, uniqueName } from './helpers/testbed.js';
+import { apiServerWatches, kubeConfigFor, uniqueName } from './helpers/testbed.js';
 
 /**
  * Clients that leave before the API server answers. The proxy forwards every request but watches through
@@ -54,18 +53,6 @@ describe('a client that leaves before the API server answers', () => {
     return got;
   };
   const head = (method: string, path: string, headers = ''): string => `${method} ${path} HTTP/1.1\r\nHost: proxy\r\n${headers}\r\n`;
-  /** The ConfigMap watches the API server serves now, its own included. */
-  const serverWatches = async (): Promise<number> => {
-    const dispatcher = new Agent({ connect: { ca: server.caPem, cert: server.clientCertPem, key: server.clientKeyPem } });
-    try {
-      const text = await (await undiciFetch(`${server.server}/metrics`, { dispatcher })).text();
-      const lines = text.split('\n').filter((l) => l.startsWith('apiserver_longrunning_requests{') && l.includes('resource="configmaps"') && l.includes('verb="WATCH"'));
-      return lines.reduce((sum, l) => sum + Number(l.split(' ').at(-1)), 0);
-    } finally {
-      await dispatcher.close();
-    }
-  };
-
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), 'ctrlmesh-client-gone-'));
     etcd = await startEtcd({ dir: join(dir, 'etcd'), logger: silent });
@@ -147,7 +134,7 @@ describe('a client that leaves before the API server answers', () => {
     expect(both.match(/^HTTP\/1\.1 200/gmu)).toHaveLength(2);
 
     await admin.createNamespacedConfigMap({ namespace, body: { metadata: { name: 'kept', labels: { [HASH_LABEL]: String(bucket(namespace)) } } } });
-    const watchesBefore = await serverWatches();
+    const watchesBefore = await apiServerWatches(server, 'configmaps');
     pause(etcd.pid(), true);
     try {
       // Behind a read the API server is slow to answer: a delete and a watch, then the client leaves.
@@ -160,7 +147,7 @@ describe('a client that leaves before the API server answers', () => {
     await settles(() => expect(acknowledged).toContain(version - 1), 30_000);
     await new Promise((r) => setTimeout(r, 1_000));
     expect((await admin.listNamespacedConfigMap({ namespace })).items.map((item) => item.metadata?.name)).toContain('kept');
-    expect(await serverWatches()).toBe(watchesBefore);
+    expect(await apiServerWatches(server, 'configmaps')).toBe(watchesBefore);
   }, 60_000);
 
   it("a client's malformed body is its own failure: the API server's breaker stays closed", async () => {

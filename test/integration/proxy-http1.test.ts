@@ -3,12 +3,11 @@ import { connect as connectTls } from 'node:tls';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoreV1Api } from '@kubernetes/client-node';
-import { Agent, fetch as undiciFetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startApiServer, writeKubeconfig, type ApiServerHandle } from '../../src/dev/index.js';
 import type { ClusterRoute, RouteTable } from '../../src/transport/index.js';
 import { HASH_LABEL, bucket, clusterRoute, namespaceOutside, routeTable, settles, silent, startTestProxy, type TestProxy } from './helpers/proxy.js';
-import { kubeConfigFor, testbed, uniqueName } from './helpers/testbed.js';
+import { apiServerWatches, kubeConfigFor, testbed, uniqueName } from './helpers/testbed.js';
 
 interface Event {
   type: string;
@@ -49,19 +48,6 @@ describe('watches to an API server that offers no HTTP/2', () => {
     return { text: () => text, events: () => text.split('\n').filter(Boolean).map((l) => JSON.parse(l) as Event), done };
   };
 
-  /** The watches of a resource the API server is serving now, its own included, from its metrics. */
-  const serverWatches = async (resource: string): Promise<number> => {
-    const dispatcher = new Agent({ connect: { ca: server.caPem, cert: server.clientCertPem, key: server.clientKeyPem } });
-    try {
-      const text = await (await undiciFetch(`${server.server}/metrics`, { dispatcher })).text();
-      // One series per scope (namespace, cluster): all of them.
-      const lines = text.split('\n').filter((l) => l.startsWith('apiserver_longrunning_requests{') && l.includes(`resource="${resource}"`) && l.includes('verb="WATCH"'));
-      return lines.reduce((sum, l) => sum + Number(l.split(' ').at(-1)), 0);
-    } finally {
-      await dispatcher.close();
-    }
-  };
-
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), 'ctrlmesh-http1-'));
     server = await startApiServer({ etcd: testbed().etcd, name: uniqueName('http1'), dir: join(dir, 'server'), logger: silent, disableHttp2: true });
@@ -91,10 +77,10 @@ describe('watches to an API server that offers no HTTP/2', () => {
   });
 
   it("a watch gets only the shard's objects; a revoked bucket ends it with 410 last, and the API server's watch ends too", async () => {
-    const before = await serverWatches('configmaps');
+    const before = await apiServerWatches(server, 'configmaps');
     const controller = new AbortController();
     const w = await watch('/api/v1/configmaps?watch=1', controller.signal);
-    await settles(async () => expect(await serverWatches('configmaps')).toBe(before + 1));
+    await settles(async () => expect(await apiServerWatches(server, 'configmaps')).toBe(before + 1));
     const name = uniqueName('during');
     // The other shard's object first: once the own one arrived, the other's event has reached the proxy too.
     for (const ns of [foreign, own]) {
@@ -110,7 +96,7 @@ describe('watches to an API server that offers no HTTP/2', () => {
     expect(last.type).toBe('ERROR');
     expect(last.object.code).toBe(410);
     // Over HTTP/1.1 the proxy ends the API server's watch by closing its connection: none is left running.
-    await settles(async () => expect(await serverWatches('configmaps')).toBe(before));
+    await settles(async () => expect(await apiServerWatches(server, 'configmaps')).toBe(before));
     await harness.writeTable(table());
   });
 

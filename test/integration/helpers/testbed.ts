@@ -1,4 +1,5 @@
 import { KubeConfig } from '@kubernetes/client-node';
+import { Agent, fetch as undiciFetch } from 'undici';
 import { inject } from 'vitest';
 import type { ClusterInfo, TestbedInfo } from '../../../src/dev/index.js';
 
@@ -31,4 +32,16 @@ export function kubeConfigFor(info: Pick<ClusterInfo, 'kubeconfigPath'>): KubeCo
 /** A name unique to this run, so tests never collide with leftovers of another file or run. */
 export function uniqueName(prefix: string): string {
   return `${prefix}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 6)}`;
+}
+
+/** The watches of a resource an API server is serving now, its own included: its metrics, summed over scopes. */
+export async function apiServerWatches(server: Pick<ClusterInfo, 'server' | 'caPem' | 'clientCertPem' | 'clientKeyPem'>, resource: string): Promise<number> {
+  const dispatcher = new Agent({ connect: { ca: server.caPem, cert: server.clientCertPem, key: server.clientKeyPem } });
+  try {
+    const text = await (await undiciFetch(`${server.server}/metrics`, { dispatcher })).text();
+    const lines = text.split('\n').filter((l) => l.startsWith('apiserver_longrunning_requests{') && l.includes(`resource="${resource}"`) && l.includes('verb="WATCH"'));
+    return lines.reduce((sum, l) => sum + Number(l.split(' ').at(-1)), 0);
+  } finally {
+    await dispatcher.close();
+  }
 }
