@@ -6,6 +6,7 @@ import { CoreV1Api } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startApiServer, startEtcd, writeKubeconfig, type ApiServerHandle, type EtcdHandle } from '../../src/dev/index.js';
 import { FileRouteSource, type RouteSource } from '../../src/proxy/index.js';
+import { MAX_WAITING_PER_CONNECTION } from '../../src/proxy/request/pipelined.js';
 import type { RouteTable } from '../../src/transport/index.js';
 import { HASH_LABEL, bucket, clusterRoute, routeTable, settles, silent, startTestProxy, type TestProxy } from './helpers/proxy.js';
 import { apiServerWatches, kubeConfigFor, uniqueName } from './helpers/testbed.js';
@@ -148,6 +149,17 @@ describe('a client that leaves before the API server answers', () => {
     await new Promise((r) => setTimeout(r, 1_000));
     expect((await admin.listNamespacedConfigMap({ namespace })).items.map((item) => item.metadata?.name)).toContain('kept');
     expect(await apiServerWatches(server, 'configmaps')).toBe(watchesBefore);
+  }, 60_000);
+
+  it('a connection that queues more requests behind a watch than the proxy holds is closed, none of them forwarded', async () => {
+    const watchesBefore = await apiServerWatches(server, 'configmaps');
+    const cm = head('GET', `/api/v1/namespaces/${namespace}/configmaps/cm`);
+    // The watch never ends: the requests behind it would wait for good, each held in memory.
+    const got = await onOneConnection(head('GET', `/api/v1/namespaces/${namespace}/configmaps?watch=1`) + cm.repeat(MAX_WAITING_PER_CONNECTION + 8));
+    // Closed by the proxy (the client never leaves here), with at most the watch's head sent.
+    expect((got.match(/^HTTP\/1\.1 /gmu) ?? []).length).toBeLessThanOrEqual(1);
+    expect(got).not.toContain('"kind":"ConfigMap"');
+    await settles(async () => expect(await apiServerWatches(server, 'configmaps')).toBe(watchesBefore));
   }, 60_000);
 
   it("a client's malformed body is its own failure: the API server's breaker stays closed", async () => {

@@ -1,4 +1,14 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+
+/**
+ * Requests that may wait their turn on one connection. Each waiting one holds its request in memory, and behind a
+ * watch the turn may never come: a connection that queues more is closed, its waiting requests with it. No
+ * Kubernetes client pipelines at all.
+ */
+export const MAX_WAITING_PER_CONNECTION = 32;
+
+const waiting = new WeakMap<Socket, number>();
 
 /**
  * Whether a request's answer waits behind an unfinished one on its connection: HTTP/1.1 pipelining. Node parses and
@@ -11,23 +21,30 @@ export function isPipelined(res: ServerResponse): boolean {
 
 /**
  * Resolves true when a pipelined request's turn comes (its response got the connection), false when its client left
- * first. The API server's Go server reads a pipelined request only at its turn: the proxy judges and forwards it only
- * then too, so a client that leaves has nothing of it on its way (an attacker probe, session 18, found such requests
- * forwarded and their calls never ended: writes held back every later table's acknowledgement, a half-open breaker
- * refused its cluster for good, watches stayed open on the API server).
+ * first or its connection queued too many. The API server's Go server reads a pipelined request only at its turn:
+ * the proxy judges and forwards it only then too, so a client that leaves has nothing of it on its way (an attacker
+ * probe, session 18, found such requests forwarded and their calls never ended: writes held back every later table's
+ * acknowledgement, a half-open breaker refused its cluster for good, watches stayed open on the API server).
  */
 export function untilTurn(req: IncomingMessage, res: ServerResponse): Promise<boolean> {
+  const socket = req.socket;
   if (req.destroyed) return Promise.resolve(false);
+  const queued = (waiting.get(socket) ?? 0) + 1;
+  if (queued > MAX_WAITING_PER_CONNECTION) {
+    socket.destroy();
+    return Promise.resolve(false);
+  }
+  waiting.set(socket, queued);
   return new Promise((resolve) => {
-    const turn = (): void => {
-      req.off('close', gone);
-      resolve(true);
+    const settle = (turn: boolean): void => {
+      res.off('socket', onTurn);
+      req.off('close', onGone);
+      waiting.set(socket, (waiting.get(socket) ?? 1) - 1);
+      resolve(turn);
     };
-    const gone = (): void => {
-      res.off('socket', turn);
-      resolve(false);
-    };
-    res.once('socket', turn);
-    req.once('close', gone);
+    const onTurn = (): void => settle(true);
+    const onGone = (): void => settle(false);
+    res.once('socket', onTurn);
+    req.once('close', onGone);
   });
 }
