@@ -15,8 +15,9 @@ import { apiServerWatches, kubeConfigFor, uniqueName } from './helpers/testbed.j
  * Clients that leave before the API server answers. The proxy forwards every request but watches through
  * reply-from, which drops an answer that comes after its client left. The proxy's call must end all the same: a write
  * whose answer is awaited holds back the acknowledgement of the next table (the handover of a revoked bucket), and
- * the breaker's half-open trial call holds back every other request to the cluster. The API server is made slow by
- * pausing its etcd (SIGSTOP), so the request is really on its way while the client leaves.
+ * the breaker's half-open trial call holds back every other request to the cluster. Pipelined requests, which Node
+ * dispatches before their turn, and bodies a client breaks off midway belong to the same family. The API server is
+ * made slow by pausing its etcd (SIGSTOP), so the request is really on its way while the client leaves.
  */
 describe('a client that leaves before the API server answers', () => {
   let dir: string;
