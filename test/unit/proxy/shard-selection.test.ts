@@ -186,7 +186,7 @@ describe('objects sharded by uid', () => {
 
 describe('withUidPrecondition', () => {
   const UID = 'u-1';
-  it('adds the uid to the write in the form the API server checks, keeping the client\'s own', async () => {
+  it('adds the uid to the write in the form the API server checks', async () => {
     const { withUidPrecondition } = await import('../../../src/proxy/request/uid-precondition.js');
     const body = (r: ReturnType<typeof withUidPrecondition>): unknown => ('code' in r ? r : JSON.parse(r.body));
     expect(body(withUidPrecondition('delete', undefined, '', UID))).toMatchObject({ kind: 'DeleteOptions', preconditions: { uid: UID } });
@@ -196,12 +196,26 @@ describe('withUidPrecondition', () => {
     });
     expect(body(withUidPrecondition('update', 'application/json; charset=utf-8', '{"metadata":{"name":"cm"},"data":{}}', UID))).toEqual({ metadata: { name: 'cm', uid: UID }, data: {} });
     expect(body(withUidPrecondition('patch', 'application/merge-patch+json', '{"data":{"a":"b"}}', UID))).toEqual({ data: { a: 'b' }, metadata: { uid: UID } });
-    expect(body(withUidPrecondition('patch', 'application/strategic-merge-patch+json', '{"metadata":{"uid":"other"}}', UID))).toEqual({ metadata: { uid: 'other' } });
+    expect(body(withUidPrecondition('patch', 'application/strategic-merge-patch+json', `{"metadata":{"uid":"${UID}"}}`, UID))).toEqual({ metadata: { uid: UID } });
+    expect(body(withUidPrecondition('update', 'application/json', '{"metadata":{"uid":null}}', UID))).toEqual({ metadata: { uid: UID } });
     expect(body(withUidPrecondition('patch', 'application/json-patch+json', '[{"op":"remove","path":"/data"}]', UID))).toEqual([
       { op: 'test', path: '/metadata/uid', value: UID },
       { op: 'remove', path: '/data' },
     ]);
   });
+  it('refuses a client uid that is not the judged one: another object\'s, or "" (no precondition to the API server)', async () => {
+    const { withUidPrecondition } = await import('../../../src/proxy/request/uid-precondition.js');
+    for (const uid of ['', 'other', 0, { a: 1 }]) {
+      const text = JSON.stringify(uid);
+      expect(withUidPrecondition('update', 'application/json', `{"metadata":{"uid":${text}}}`, UID)).toMatchObject({ code: 409 });
+      expect(withUidPrecondition('patch', 'application/merge-patch+json', `{"metadata":{"uid":${text}}}`, UID)).toMatchObject({ code: 409 });
+      expect(withUidPrecondition('patch', 'application/strategic-merge-patch+json', `{"metadata":{"uid":${text}}}`, UID)).toMatchObject({ code: 409 });
+      expect(withUidPrecondition('delete', 'application/json', `{"preconditions":{"uid":${text}}}`, UID)).toMatchObject({ code: 409 });
+    }
+    // The last of duplicate keys is what the API server would read, and what is judged.
+    expect(withUidPrecondition('update', 'application/json', `{"metadata":{"uid":"${UID}","uid":""}}`, UID)).toMatchObject({ code: 409 });
+  });
+
   it('refuses what it cannot carry the uid in: apply patches, protobuf, non-objects, duplicate-key tricks come out single', async () => {
     const { withUidPrecondition } = await import('../../../src/proxy/request/uid-precondition.js');
     expect(withUidPrecondition('patch', 'application/apply-patch+yaml', 'data: {}', UID)).toMatchObject({ code: 415 });
