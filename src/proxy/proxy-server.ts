@@ -10,6 +10,7 @@ import { startEgressProxy, type EgressProxy } from './egress/egress-proxy.js';
 import { createApiGuard } from './request/api-guard.js';
 import { apiErrorHandler, createApiHandler } from './request/api-handler.js';
 import { answerClientError, answerConnect, answerExpectation } from './request/refused-early.js';
+import { countAnswers } from './request/pipelined.js';
 import { createUpgradeHandler } from './request/upgrade.js';
 import { RouteController } from './routes/route-controller.js';
 import type { RouteSource } from './routes/route-source.js';
@@ -159,7 +160,9 @@ async function serve(deps: ProxyDeps, registry: Registry, currentRules: () => Ru
   api.all('/', handler);
   // Methods the router has no route for (PROPFIND, LOCK, ...) reach the same judgement, which refuses them (405).
   api.setNotFoundHandler(handler);
-  api.server.on('upgrade', createUpgradeHandler({ controller, logger, headers: config.requests }));
+  countAnswers(api.server);
+  const upgrades = createUpgradeHandler({ controller, logger, headers: config.requests, timeoutMs: config.upstream.headersTimeoutMs });
+  api.server.on('upgrade', upgrades);
 
   const ops = Fastify({ loggerInstance: logger.child({ listener: 'ops' }) as FastifyBaseLogger, logController: quiet(), forceCloseConnections: true });
   registerOpsRoutes(ops, { registry, readiness: () => controller.readiness() });
@@ -189,6 +192,7 @@ async function serve(deps: ProxyDeps, registry: Registry, currentRules: () => Ru
       await egress?.close();
       await webhook?.close();
       await controller.stop();
+      upgrades.closeAll();
       await Promise.all([api.close(), ops.close()]);
       await links.close();
     },

@@ -9,7 +9,7 @@ import { FileRouteSource, type RouteSource } from '../../src/proxy/index.js';
 import { MAX_WAITING_PER_CONNECTION } from '../../src/proxy/request/pipelined.js';
 import type { RouteTable } from '../../src/transport/index.js';
 import { HASH_LABEL, bucket, clusterRoute, routeTable, settles, silent, startTestProxy, type TestProxy } from './helpers/proxy.js';
-import { apiServerWatches, kubeConfigFor, uniqueName } from './helpers/testbed.js';
+import { apiServerMetric, apiServerWatches, kubeConfigFor, uniqueName } from './helpers/testbed.js';
 
 /**
  * Clients that leave before the API server answers. The proxy forwards every request but watches through
@@ -173,4 +173,50 @@ describe('a client that leaves before the API server answers', () => {
     expect((await fetch(url(`/api/v1/namespaces/${namespace}/configmaps/cm`))).status).toBe(200);
     expect((await admin.listNamespacedConfigMap({ namespace })).items.map((item) => item.metadata?.name)).not.toContain('broken');
   }, 60_000);
+
+  describe('upgrades (exec, attach, port-forward), which leave the HTTP server for a spliced connection', () => {
+    /** exec requests the API server has answered, whatever their answer (no pod has a kubelet here: 404). */
+    const execs = (): Promise<number> => apiServerMetric(server, 'apiserver_request_total', ['verb="CONNECT"', 'subresource="exec"']);
+    const exec = (extra = ''): string =>
+      head('POST', `/api/v1/namespaces/${namespace}/pods/p/exec?command=true&stdout=true`, `Connection: Upgrade\r\nUpgrade: SPDY/3.1\r\n${extra}`);
+
+    it('the test reaches the API server: an exec of a missing pod is forwarded and answered 404', async () => {
+      const before = await execs();
+      expect(await onOneConnection(exec())).toMatch(/^HTTP\/1\.1 404/u);
+      await settles(async () => expect(await execs()).toBe(before + 1));
+    });
+
+    it('an upgrade behind an unanswered request on its connection closes the connection, and is never forwarded', async () => {
+      const [before, watchesBefore] = [await execs(), await apiServerWatches(server, 'configmaps')];
+      // Node hands the connection to the upgrade as soon as its head is read: the watch's stream would carry the
+      // API server's answer to the exec in its middle, and the exec would run before its turn.
+      const got = await onOneConnection(`${head('GET', `/api/v1/namespaces/${namespace}/configmaps?watch=1`)}${exec()}`);
+      // Closed at once: at most the watch's head went out, never an answer to the exec.
+      expect((got.match(/^HTTP\/1\.1 /gmu) ?? []).length).toBeLessThanOrEqual(1);
+      expect(got).not.toMatch(/^HTTP\/1\.1 (101|404)/mu);
+      await new Promise((r) => setTimeout(r, 1_000));
+      expect(await execs()).toBe(before);
+      await settles(async () => expect(await apiServerWatches(server, 'configmaps')).toBe(watchesBefore));
+    });
+
+    it('an upgrade announcing a body gets 400 unsent: the API server would wait for a body sent only after the switch', async () => {
+      const before = await execs();
+      expect(await onOneConnection(`${exec('Content-Length: 11\r\n')}hello world`)).toMatch(/^HTTP\/1\.1 400/u);
+      expect(await onOneConnection(`${exec('Transfer-Encoding: chunked\r\n')}0\r\n\r\n`)).toMatch(/^HTTP\/1\.1 400/u);
+      await new Promise((r) => setTimeout(r, 1_000));
+      expect(await execs()).toBe(before);
+    });
+
+    it('an upgrade the API server does not answer gets 504 once the upstream timeout passes', async () => {
+      pause(etcd.pid(), true);
+      try {
+        // The API server reads the pod from etcd before it answers.
+        const started = Date.now();
+        expect(await onOneConnection(exec())).toMatch(/^HTTP\/1\.1 504/u);
+        expect(Date.now() - started).toBeGreaterThanOrEqual(4_500);
+      } finally {
+        pause(etcd.pid(), false);
+      }
+    }, 30_000);
+  });
 });

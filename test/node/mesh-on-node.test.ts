@@ -1,14 +1,19 @@
 import { readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { AdmissionregistrationV1Api, ApiException, PatchStrategy, setHeaderOptions, type V1Pod } from '@kubernetes/client-node';
+import { PassThrough } from 'node:stream';
+import { AdmissionregistrationV1Api, ApiException, Exec, PatchStrategy, setHeaderOptions, type V1Pod } from '@kubernetes/client-node';
 import { Agent, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { INJECT_PATH, PROXY_SECRET_KEYS } from '../../src/agent/index.js';
 import { startNodeBed, type NodeBed } from '../../src/dev/index.js';
 import type { HubStatus } from '../../src/hub/index.js';
 import { RECONCILED_BY } from '../../src/sample-operator/reconciler.js';
+import { FileRouteSource, type RouteSource } from '../../src/proxy/index.js';
+import type { RouteTable } from '../../src/transport/index.js';
 import { eventually } from '../integration/control-fixture.js';
+import { bucket, clusterRoute, routeTable, silent, startTestProxy, type TestProxy } from '../integration/helpers/proxy.js';
+import { apiServerMetric } from '../integration/helpers/testbed.js';
 import { applyAll, clients, deleteIfPresent, isReady, podLog, readyPods, type Clients } from './kube.js';
 import { putOperatorSecret } from './proxy-secret.js';
 import { credentialsAccount, operatorAccess, rootConfig, statefulSet, type OperatorSpec } from './operators.js';
@@ -562,5 +567,64 @@ describe('the mesh on a real node: helm-installed, injected, sharded operators i
         }, 120_000, 1000);
       }
     }, 420_000);
+  });
+
+  describe('an exec session through a proxy, to a container on the node', () => {
+    const namespace = `exec-${Math.random().toString(36).slice(2, 8)}`;
+    const acknowledged: { version: number; at: number }[] = [];
+    let harness: TestProxy;
+    let version = 1;
+    const table = (buckets: number[]): RouteTable =>
+      routeTable({ shard: 'shard-0', homeCluster: bed.info.cluster.name, version: version++, clusters: [clusterRoute(bed.info.cluster, buckets)] });
+    const execSessions = (): Promise<number> => apiServerMetric(bed.info.cluster, 'apiserver_longrunning_requests', ['subresource="exec"']);
+
+    beforeAll(async () => {
+      await applyAll(c, [
+        { apiVersion: 'v1', kind: 'Namespace', metadata: { name: namespace } },
+        {
+          apiVersion: 'v1',
+          kind: 'Pod',
+          metadata: { name: 'shell', namespace, labels: { app: 'shell' } },
+          spec: {
+            containers: [{ name: 'shell', image: bed.info.images.controllermesh, imagePullPolicy: 'Never', command: ['/usr/local/bin/node', '-e', 'setInterval(() => undefined, 1 << 30)'] }],
+            terminationGracePeriodSeconds: 0,
+          },
+        } as never,
+      ]);
+      await readyPods(c, namespace, 'app=shell', 1);
+      const source = (path: string): RouteSource => {
+        const file = new FileRouteSource({ path, logger: silent, pollIntervalMs: 100 });
+        return { description: file.description, leased: file.leased, start: (h) => file.start(h), stop: () => file.stop(), acknowledge: async (t) => void acknowledged.push({ version: t.version, at: Date.now() }) };
+      };
+      harness = await startTestProxy({ table: table([bucket(namespace)]), credentialsPath: bed.info.cluster.kubeconfigPath, source });
+    }, 300_000);
+
+    afterAll(async () => {
+      await harness?.close();
+      await deleteIfPresent(() => c.core.deleteNamespace({ name: namespace }));
+    });
+
+    it("runs in the shard's namespace, and ends when a table revokes the namespace's bucket, before that table is acknowledged", async () => {
+      const sessionsBefore = await execSessions();
+      const [stdin, stdout] = [new PassThrough(), new PassThrough()];
+      let echoed = '';
+      stdout.on('data', (chunk: Buffer) => (echoed += chunk.toString('utf8')));
+      // kubectl's own WebSocket exec, through the proxy's kubeconfig; the container echoes its stdin.
+      const socket = await new Exec(harness.kubeConfig()).exec(namespace, 'shell', 'shell', ['/usr/local/bin/node', '-e', 'process.stdin.pipe(process.stdout)'], stdout, null, stdin, false);
+      let closedAt = 0;
+      socket.on('close', () => (closedAt = Date.now()));
+      stdin.write('before\n');
+      await eventually(async () => expect(echoed).toContain('before'), 30_000, 100);
+      expect(await execSessions()).toBe(sessionsBefore + 1);
+
+      await harness.writeTable(table([]));
+      await eventually(async () => expect(acknowledged.map((a) => a.version)).toContain(2), 30_000, 100);
+      expect(closedAt).toBeGreaterThan(0);
+      expect(closedAt).toBeLessThanOrEqual(acknowledged.find((a) => a.version === 2)!.at);
+      // The API server's session ended too.
+      await eventually(async () => expect(await execSessions()).toBe(sessionsBefore), 30_000, 200);
+      // A new session into the revoked namespace is refused.
+      await expect(new Exec(harness.kubeConfig()).exec(namespace, 'shell', 'shell', ['true'], null, null, null, false)).rejects.toThrow();
+    }, 120_000);
   });
 });

@@ -1,4 +1,4 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 
 /**
@@ -47,4 +47,23 @@ export function untilTurn(req: IncomingMessage, res: ServerResponse): Promise<bo
     res.once('socket', onTurn);
     req.once('close', onGone);
   });
+}
+
+const unanswered = new WeakMap<Socket, number>();
+
+/**
+ * Counts each connection's requests whose answer has not ended yet, for `answering`. Node hands an upgrade's socket
+ * to its handler as soon as its head is parsed, even behind unanswered requests on the connection.
+ */
+export function countAnswers(server: Server): void {
+  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    const socket = req.socket;
+    unanswered.set(socket, (unanswered.get(socket) ?? 0) + 1);
+    res.once('close', () => unanswered.set(socket, (unanswered.get(socket) ?? 1) - 1));
+  });
+}
+
+/** Whether a request on this connection is still being answered (counted by countAnswers). */
+export function answering(socket: Socket): boolean {
+  return (unanswered.get(socket) ?? 0) > 0;
 }

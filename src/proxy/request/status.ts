@@ -10,6 +10,7 @@ export type StatusReason =
   | 'NotFound'
   | 'Forbidden'
   | 'MethodNotAllowed'
+  | 'Conflict'
   | 'RequestEntityTooLarge'
   | 'UnsupportedMediaType'
   | 'ServiceUnavailable'
@@ -46,6 +47,7 @@ const REASONS: Readonly<Record<number, StatusReason>> = {
   404: 'NotFound',
   405: 'MethodNotAllowed',
   408: 'Timeout',
+  409: 'Conflict',
   413: 'RequestEntityTooLarge',
   415: 'UnsupportedMediaType',
   // Headers over Node's limit: a client's error, for which Kubernetes has no reason of its own.

@@ -1,11 +1,13 @@
 import { request as httpRequest, type ClientRequest, type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { isIP } from 'node:net';
+import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import type { RouteController } from '../routes/route-controller.js';
 import { decide } from './enforce.js';
 import { isRefusal, keptRawHeaders, parseApiRequest, type HeaderPolicy } from './parse/index.js';
+import { answering } from './pipelined.js';
 import { endWithStatus, statusBody, statusFor } from './status.js';
 
 /** The only requests upgraded: they stream to a container of one pod, judged by the pod's namespace. */
@@ -25,16 +27,45 @@ function head(statusLine: string, rawHeaders: readonly string[], skip: ReadonlyS
   return `${lines.join('\r\n')}\r\n`;
 }
 
+/** Whether a request head announces a body: an upgrade has none (see below). */
+function announcesBody(rawHeaders: readonly string[]): boolean {
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i]!.toLowerCase();
+    if (name === 'transfer-encoding' || (name === 'content-length' && rawHeaders[i + 1]!.trim() !== '0')) return true;
+  }
+  return false;
+}
+
+export interface UpgradeHandler {
+  (req: IncomingMessage, socket: Duplex, clientHead: Buffer): void;
+  /** Ends every upgrade in progress or spliced: they left the HTTP server, whose close does not reach them. */
+  closeAll(): void;
+}
+
 /**
  * exec, attach and port-forward (SPDY or WebSocket upgrades of pods/<name>/<subresource>) are parsed and judged
  * like any request; every other upgrade (h2c, a list or watch with an `Upgrade` header) is refused, since the API
  * server would serve it with no selector injected. The client's connection is spliced to the API server's only
  * after the API server switched protocols (101): an answer without a switch is relayed and both connections end,
- * so no further request can ride the spliced connection unjudged.
+ * so no further request can ride the spliced connection unjudged. A spliced session is held to the rule of a watch
+ * of pods: a table that changes the shard's units of pods, fences it or removes its cluster ends it, before that
+ * table is acknowledged, so a shard that lost a pod keeps no shell in it.
+ *
+ * Refused too, as an attacker probe found them (session 19): an upgrade behind an unanswered request on its
+ * connection (Node hands the socket over at once, before the API server would even read it; the connection is
+ * closed, as nothing can be answered in turn), and an upgrade announcing a body (the API server waits for the body,
+ * which is sent only after the switch: both sides would wait for good).
  */
-export function createUpgradeHandler(options: { controller: RouteController; logger: Logger; headers: HeaderPolicy }) {
+export function createUpgradeHandler(options: { controller: RouteController; logger: Logger; headers: HeaderPolicy; timeoutMs: number }): UpgradeHandler {
   const { controller, logger } = options;
-  return (req: IncomingMessage, socket: Duplex, clientHead: Buffer): void => {
+  const open = new Set<Duplex>();
+  const handler = (req: IncomingMessage, socket: Duplex, clientHead: Buffer): void => {
+    if (answering(req.socket as Socket)) {
+      logger.warn({ url: req.url }, 'upgrade sent behind an unanswered request on its connection: connection closed');
+      socket.destroy();
+      return;
+    }
+    if (announcesBody(req.rawHeaders)) return endWithStatus(socket, statusFor(400, 'an upgrade request carries no body (Content-Length or Transfer-Encoding)'));
     const state = controller.current;
     if (state === undefined) return endWithStatus(socket, statusBody(503, 'ServiceUnavailable', 'the proxy has no route table yet'));
     // As on the API route: a proxy still waiting for its first lease extension answers 503, not as a shard owning nothing.
@@ -77,7 +108,18 @@ export function createUpgradeHandler(options: { controller: RouteController; log
       ? // SNI carries names only (RFC 6066); the certificate is checked against the host, an IP included, either way.
         httpsRequest({ ...target, ...(isIP(upstream.server.hostname) ? {} : { servername: upstream.server.hostname }), ...upstream.tls })
       : httpRequest(target);
+    // What the shard's selector of pods carries under the table this upgrade was judged by.
+    const carries = entry.view.carries('', 'pods');
+    open.add(socket);
     let answered = false;
+    const timer = setTimeout(() => {
+      out.destroy();
+      endWithStatus(socket, statusFor(504, `cluster "${entry.view.name}" API server did not answer the upgrade within ${options.timeoutMs} ms`));
+    }, options.timeoutMs);
+    const answer = (): void => {
+      answered = true;
+      clearTimeout(timer);
+    };
     const fail = (err: Error): void => {
       logger.warn({ err, cluster: entry.view.name }, 'upgraded connection failed');
       if (!answered) endWithStatus(socket, statusFor(503, `cluster "${entry.view.name}" API server unreachable: ${err.message}`));
@@ -85,7 +127,7 @@ export function createUpgradeHandler(options: { controller: RouteController; log
     };
     out.on('error', fail);
     out.on('upgrade', (res: IncomingMessage, upstreamSocket: Duplex, upstreamHead: Buffer) => {
-      answered = true;
+      answer();
       socket.write(`${head(`HTTP/1.1 101 ${res.statusMessage ?? 'Switching Protocols'}`, res.rawHeaders, new Set())}\r\n`);
       if (upstreamHead.length > 0) socket.write(upstreamHead);
       if (clientHead.length > 0) upstreamSocket.write(clientHead);
@@ -99,14 +141,28 @@ export function createUpgradeHandler(options: { controller: RouteController; log
       socket.on('error', close);
       upstreamSocket.on('close', close);
       socket.on('close', close);
+      // Registered only now: a table installed since the judgement is checked at once (and may end the session).
+      const unregister = controller.registerWatch({ cluster: entry.view.name, group: '', resource: 'pods', carries, expire: close });
+      socket.on('close', unregister);
     });
     out.on('response', (res: IncomingMessage) => {
-      answered = true;
+      answer();
       socket.write(`${head(`HTTP/1.1 ${res.statusCode ?? 502} ${res.statusMessage ?? ''}`, res.rawHeaders, FRAMING)}connection: close\r\n\r\n`);
       res.pipe(socket);
       res.on('error', () => socket.destroy());
     });
     socket.on('error', () => out.destroy());
+    // A client gone before the answer: nothing else would end the API server's side.
+    socket.on('close', () => {
+      open.delete(socket);
+      clearTimeout(timer);
+      if (!answered) out.destroy();
+    });
     out.end();
   };
+  return Object.assign(handler, {
+    closeAll: () => {
+      for (const socket of open) socket.destroy();
+    },
+  });
 }

@@ -34,14 +34,19 @@ export function uniqueName(prefix: string): string {
   return `${prefix}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 6)}`;
 }
 
-/** The watches of a resource an API server is serving now, its own included: its metrics, summed over scopes. */
-export async function apiServerWatches(server: Pick<ClusterInfo, 'server' | 'caPem' | 'clientCertPem' | 'clientKeyPem'>, resource: string): Promise<number> {
+/** The sum of an API server metric's series whose labels include every one of `labels` (e.g. `verb="WATCH"`). */
+export async function apiServerMetric(server: Pick<ClusterInfo, 'server' | 'caPem' | 'clientCertPem' | 'clientKeyPem'>, name: string, labels: readonly string[]): Promise<number> {
   const dispatcher = new Agent({ connect: { ca: server.caPem, cert: server.clientCertPem, key: server.clientKeyPem } });
   try {
     const text = await (await undiciFetch(`${server.server}/metrics`, { dispatcher })).text();
-    const lines = text.split('\n').filter((l) => l.startsWith('apiserver_longrunning_requests{') && l.includes(`resource="${resource}"`) && l.includes('verb="WATCH"'));
+    const lines = text.split('\n').filter((l) => l.startsWith(`${name}{`) && labels.every((label) => l.includes(label)));
     return lines.reduce((sum, l) => sum + Number(l.split(' ').at(-1)), 0);
   } finally {
     await dispatcher.close();
   }
+}
+
+/** The watches of a resource an API server is serving now, its own included: its metrics, summed over scopes. */
+export function apiServerWatches(server: Pick<ClusterInfo, 'server' | 'caPem' | 'clientCertPem' | 'clientKeyPem'>, resource: string): Promise<number> {
+  return apiServerMetric(server, 'apiserver_longrunning_requests', [`resource="${resource}"`, 'verb="WATCH"']);
 }

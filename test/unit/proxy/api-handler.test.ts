@@ -109,7 +109,7 @@ describe('createApiHandler', () => {
     });
     app.all('/*', handler);
     app.all('/', handler);
-    app.server.on('upgrade', createUpgradeHandler({ controller, logger, headers: { allowImpersonation: false } }));
+    app.server.on('upgrade', createUpgradeHandler({ controller, logger, headers: { allowImpersonation: false }, timeoutMs: 5_000 }));
     await app.listen({ port: 0, host: '127.0.0.1' });
     const base = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
     const send: Harness['app']['inject'] = async ({ method, url, payload, headers }) => {
