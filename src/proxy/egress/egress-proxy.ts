@@ -1,10 +1,20 @@
-import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, request as httpRequest, type IncomingHttpHeaders, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { ProxyMetrics } from '../../metrics/index.js';
 import { judge, type RestCall, type RuleClock, type RuleOutcome, type RuleSet } from '../rules/index.js';
+import { connectTarget, requestTarget, urlHost } from './egress-target.js';
+
+/** Hop-by-hop headers (RFC 9110 7.6.1): they describe one connection, never passed on, nor the proxy's own. */
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authorization', 'proxy-authenticate', 'te', 'trailer', 'transfer-encoding', 'upgrade']);
+
+/** The end-to-end headers of a request or answer: hop-by-hop ones and those its `Connection` names left out. */
+function endToEnd(headers: IncomingHttpHeaders): IncomingHttpHeaders {
+  const named = String(headers.connection ?? '').toLowerCase().split(',').map((name) => name.trim());
+  return Object.fromEntries(Object.entries(headers).filter(([name]) => !HOP_BY_HOP.has(name) && !named.includes(name)));
+}
 
 export interface EgressProxy {
   url: string;
@@ -39,45 +49,50 @@ export async function startEgressProxy(options: {
   };
 
   const onRequest = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
-    let target: URL;
-    try {
-      target = new URL(req.url ?? '');
-    } catch {
-      res.writeHead(400, { 'content-type': 'text/plain' }).end('this is an HTTP proxy: send absolute-form requests\n');
+    const target = requestTarget(req.url ?? '');
+    if ('refused' in target) {
+      res.writeHead(400, { 'content-type': 'text/plain' }).end(`${target.refused}\n`);
       return;
     }
+    const { url } = target;
     const method = (req.method ?? 'GET').toUpperCase();
-    const outcome = await decide({ kind: 'rest', method, host: target.hostname, path: target.pathname, url: target.href });
+    const outcome = await decide({ kind: 'rest', method, host: target.host, path: url.pathname, url: url.href });
     if (outcome.action === 'deny') {
       const { head, body } = denial(outcome);
       res.writeHead(outcome.code, head).end(body);
       return;
     }
-    const headers = { ...req.headers };
-    delete headers['proxy-connection'];
-    delete headers['proxy-authorization'];
-    const upstream = httpRequest(target, { method, headers }, (answer) => {
-      res.writeHead(answer.statusCode ?? 502, answer.headers);
+    // The host judged is the host named: a client's own Host header would send the call to another virtual host.
+    const upstream = httpRequest(url, { method, headers: { ...endToEnd(req.headers), host: url.host } }, (answer) => {
+      res.writeHead(answer.statusCode ?? 502, endToEnd(answer.headers));
       answer.pipe(res);
     });
     upstream.on('error', (err) => {
-      logger.warn({ err, host: target.host }, 'external call failed');
+      logger.warn({ err, host: url.host }, 'external call failed');
       if (!res.headersSent) res.writeHead(502, { 'content-type': 'text/plain' });
       res.end();
     });
+    req.on('error', () => upstream.destroy());
     req.pipe(upstream);
   };
 
   const onConnect = async (req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> => {
-    const [host = '', port = '443'] = (req.url ?? '').split(':');
-    const outcome = await decide({ kind: 'rest', method: 'CONNECT', host, path: undefined, url: `https://${host}/` });
+    // Node takes its own error listener off the socket before handing it over: a reset would end the process.
+    socket.on('error', () => socket.destroy());
+    const target = connectTarget(req.url ?? '');
+    if ('refused' in target) {
+      socket.end(`HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain\r\n\r\n${target.refused}\n`);
+      return;
+    }
+    const outcome = await decide({ kind: 'rest', method: 'CONNECT', host: target.host, path: undefined, url: `https://${urlHost(target.host)}/` });
+    if (socket.destroyed) return;
     if (outcome.action === 'deny') {
       const { head: headers, body } = denial(outcome);
       const lines = Object.entries(headers).map(([k, v]) => `${k}: ${v}`);
       socket.end(`HTTP/1.1 ${outcome.code} Refused\r\n${lines.join('\r\n')}\r\n\r\n${body}`);
       return;
     }
-    const tunnel = connect({ host, port: Number(port) }, () => {
+    const tunnel = connect({ host: target.host, port: target.port }, () => {
       socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
       if (head.length > 0) tunnel.write(head);
       tunnel.pipe(socket);
@@ -89,10 +104,16 @@ export async function startEgressProxy(options: {
     };
     tunnel.on('error', close);
     socket.on('error', close);
+    socket.on('close', close);
   };
 
-  const server: Server = createServer((req, res) => void onRequest(req, res));
-  server.on('connect', (req: IncomingMessage, socket: Duplex, head: Buffer) => void onConnect(req, socket, head));
+  // A call the handlers did not foresee fails alone: an unhandled rejection would end the whole sidecar.
+  const failed = (err: unknown, end: () => void): void => {
+    logger.error({ err }, 'egress call failed in the proxy');
+    end();
+  };
+  const server: Server = createServer((req, res) => void onRequest(req, res).catch((err: unknown) => failed(err, () => res.destroy())));
+  server.on('connect', (req: IncomingMessage, socket: Duplex, head: Buffer) => void onConnect(req, socket, head).catch((err: unknown) => failed(err, () => socket.destroy())));
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(options.listen.port, options.listen.host, () => resolve());
