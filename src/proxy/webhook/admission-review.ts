@@ -72,6 +72,31 @@ export function duplicateKey(text: string): string | undefined {
   return undefined;
 }
 
+/** Go's encoding/json limit, which the operator's own decoder applies: deeper is no review the operator would read. */
+export const WEBHOOK_MAX_DEPTH = 10_000;
+
+/**
+ * Whether objects and arrays nest deeper than `limit` anywhere in a text, valid JSON or not: checked before
+ * JSON.parse, whose time on a deeply nested body (seconds for 7 MiB) would hold the event loop the operator's API
+ * calls share.
+ */
+export function nestsDeeperThan(text: string, limit: number): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i += 1) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c) i += 1;
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x7b || c === 0x5b) {
+      depth += 1;
+      if (depth > limit) return true;
+    } else if (c === 0x7d || c === 0x5d) depth -= 1;
+  }
+  return false;
+}
+
 const decoder = new TextDecoder('utf-8', { fatal: true });
 
 /** An admission.k8s.io/v1 AdmissionReview with a request, read for its uid and the namespace that decides its owner. */
@@ -82,6 +107,11 @@ export function readAdmissionReview(body: Uint8Array): ReviewReading {
   let review: unknown;
   try {
     text = decoder.decode(body);
+  } catch {
+    return refuse('the body is not JSON (UTF-8)');
+  }
+  if (nestsDeeperThan(text, WEBHOOK_MAX_DEPTH)) return refuse(`the review nests deeper than ${WEBHOOK_MAX_DEPTH} levels`);
+  try {
     review = JSON.parse(text);
   } catch {
     return refuse('the body is not JSON (UTF-8)');

@@ -18,8 +18,6 @@ export interface WebhookRouteInput {
   fenced: boolean;
   /** The namespace deciding the owner (ReviewTarget.namespace); undefined: a cluster-scoped object. */
   namespace: string | undefined;
-  /** Whether another proxy sent it: it is answered here whatever the table says, so a review never loops. */
-  forwarded: boolean;
 }
 
 /**
@@ -30,7 +28,7 @@ export interface WebhookRouteInput {
 export function webhookRoute(input: WebhookRouteInput): WebhookRoute {
   const { table, home, namespace } = input;
   const self = table?.shard ?? '';
-  if (namespace === undefined || input.forwarded) return { route: 'local', owner: self };
+  if (namespace === undefined) return { route: 'local', owner: self };
   if (!table || !home) return { route: 'unowned', owner: '', reason: table ? `the table has no home cluster ${table.homeCluster}` : 'no route table yet' };
   if (input.fenced) return { route: 'unowned', owner: '', reason: 'fenced: the proxy cannot tell who owns what' };
   const bucket = home.bucketOf(namespace);

@@ -10,8 +10,14 @@ import { readAdmissionReview, WEBHOOK_MAX_BODY_BYTES } from './admission-review.
 import { webhookRoute, type WebhookRoute } from './webhook-route.js';
 import { readWebhookCertificate, sameCertificate, type WebhookCertificate } from './webhook-tls.js';
 
-/** Set on every review the proxy sends on: a proxy receiving one answers it locally, so no review goes round. */
+/**
+ * Set on every review the proxy sends on, naming its shard, for the owner's operator to see. A proxy never receives
+ * one (reviews go on to operators, never to proxies) and gives it no meaning: a caller setting it routes nothing.
+ */
 export const FORWARDED_HEADER = 'x-ctrlmesh-webhook-from';
+
+/** Bytes of reviews held at once over every connection: four of the largest. Past it a review gets 503 at once. */
+export const WEBHOOK_MAX_BYTES_HELD = 4 * WEBHOOK_MAX_BODY_BYTES;
 
 type RouteLabel = WebhookRoute['route'] | 'failed';
 const ROUTES: readonly RouteLabel[] = ['local', 'forwarded', 'unowned', 'failed'];
@@ -30,6 +36,8 @@ export interface WebhookServerOptions {
   /** How often the certificate files are read again (default 2 s; the kubelet swaps a Secret's files atomically). */
   reloadMs?: number;
   maxBodyBytes?: number;
+  /** Bytes of reviews held at once (default WEBHOOK_MAX_BYTES_HELD). */
+  maxBytesHeld?: number;
 }
 
 export interface WebhookServer {
@@ -69,6 +77,26 @@ class Refusal extends Error {
   }
 }
 
+/** An owner's answer that came but cannot be relayed: the review reached the owner, so it goes to no other pod. */
+class UnusableAnswer extends Error {}
+
+/** The bytes of reviews held at once (bodies read, until answered), over all connections. */
+class HeldBytes {
+  private held = 0;
+
+  constructor(private readonly limit: number) {}
+
+  /** Holds `bytes` more, or refuses (503) when that would pass the limit. */
+  take(bytes: number): void {
+    if (this.held + bytes > this.limit) throw new Refusal(503, `ctrlmesh proxy: more than ${this.limit} bytes of reviews are being answered; retry`);
+    this.held += bytes;
+  }
+
+  give(bytes: number): void {
+    this.held -= bytes;
+  }
+}
+
 /** A Status body, as the API server reads a failed webhook call. */
 function sendStatus(res: ServerResponse, code: number, message: string): void {
   const reason = code === 503 ? 'ServiceUnavailable' : code === 413 ? 'RequestEntityTooLarge' : code === 405 ? 'MethodNotAllowed' : 'BadRequest';
@@ -81,8 +109,8 @@ function sendStatus(res: ServerResponse, code: number, message: string): void {
   res.end(body);
 }
 
-/** The body, up to `limit` bytes; past it a Refusal(413). */
-async function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+/** The body, up to `limit` bytes (past it a Refusal(413)), each byte taken from `hold` as it comes. */
+async function readBody(req: IncomingMessage, limit: number, hold: (bytes: number) => void): Promise<Buffer> {
   const declared = Number(req.headers['content-length'] ?? 0);
   if (declared > limit) throw new Refusal(413, `the review is larger than ${limit} bytes`);
   const chunks: Buffer[] = [];
@@ -90,6 +118,7 @@ async function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
   for await (const chunk of req as AsyncIterable<Buffer>) {
     size += chunk.byteLength;
     if (size > limit) throw new Refusal(413, `the review is larger than ${limit} bytes`);
+    hold(chunk.byteLength);
     chunks.push(chunk);
   }
   return Buffer.concat(chunks);
@@ -122,6 +151,7 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
   const { metrics, logger } = options;
   const limit = options.maxBodyBytes ?? WEBHOOK_MAX_BODY_BYTES;
   const durations = new Map(ROUTES.map((r) => [r, metrics.webhookDuration.labels({ route: r })]));
+  const heldBytes = new HeldBytes(options.maxBytesHeld ?? WEBHOOK_MAX_BYTES_HELD);
   let cert: WebhookCertificate | undefined;
   let agent: Agent | undefined;
   let server: Server | undefined;
@@ -155,10 +185,15 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
     });
     const chunks: Buffer[] = [];
     let size = 0;
-    for await (const chunk of answer.body as AsyncIterable<Buffer>) {
-      size += chunk.byteLength;
-      if (size > limit) throw new Error(`the answer is larger than ${limit} bytes`);
-      chunks.push(chunk);
+    try {
+      for await (const chunk of answer.body as AsyncIterable<Buffer>) {
+        size += chunk.byteLength;
+        if (size > limit) throw new Error(`the answer is larger than ${limit} bytes`);
+        chunks.push(chunk);
+      }
+    } catch (err) {
+      answer.body.destroy();
+      throw new UnusableAnswer((err as Error).message, { cause: err });
     }
     const type = answer.headers['content-type'];
     return { status: answer.statusCode, type: typeof type === 'string' ? type : 'application/json', body: Buffer.concat(chunks) };
@@ -170,9 +205,21 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
       sendStatus(res, 405, 'an admission webhook answers POST only');
       return;
     }
+    let held = 0;
+    try {
+      await answer(req, res, (bytes) => {
+        heldBytes.take(bytes);
+        held += bytes;
+      });
+    } finally {
+      heldBytes.give(held);
+    }
+  };
+
+  const answer = async (req: IncomingMessage, res: ServerResponse, hold: (bytes: number) => void): Promise<void> => {
     let body: Buffer;
     try {
-      body = await readBody(req, limit);
+      body = await readBody(req, limit, hold);
     } catch (err) {
       sendStatus(res, err instanceof Refusal ? err.code : 400, (err as Error).message);
       // What is left of an oversize body is not read: the connection goes.
@@ -193,7 +240,6 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
       home: state?.home?.view,
       fenced: state?.fenced ?? false,
       namespace: reading.review.namespace,
-      forwarded: req.headers[FORWARDED_HEADER] !== undefined,
     });
     const finish = (label: RouteLabel, owner: string): void => {
       table.count(label, owner);
@@ -207,10 +253,11 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
     }
     const addresses = route.route === 'local' ? ['127.0.0.1'] : route.addresses;
     const signal = AbortSignal.timeout(options.timeoutMs);
-    // Another pod of the same shard when one cannot be reached; the one to start with turns, to spread the load.
+    // Another pod of the same shard when one gives no answer; the one to start with turns, to spread the load.
     const first = Math.floor(Math.random() * addresses.length);
     const errors: string[] = [];
-    for (let i = 0; i < addresses.length && !signal.aborted; i += 1) {
+    let answeredOnce = false;
+    for (let i = 0; i < addresses.length && !signal.aborted && !answeredOnce; i += 1) {
       const address = addresses[(first + i) % addresses.length] as string;
       try {
         if (!agent) throw new Error('no webhook certificate yet');
@@ -220,6 +267,7 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
         finish(route.route, route.owner);
         return;
       } catch (err) {
+        answeredOnce = err instanceof UnusableAnswer;
         errors.push(`${address}: ${signal.aborted ? `no answer within ${options.timeoutMs} ms` : (err as Error).message}`);
       }
     }

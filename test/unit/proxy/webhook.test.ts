@@ -99,17 +99,17 @@ describe('readAdmissionReview', () => {
 
 const settings = createHashSettings({ algorithm: 'fnv', bucketCount: 32 });
 /** Namespaces whose buckets differ, so each can be owned by another shard. */
-const [MINE, THEIRS, DOWN, FLIGHT, IMPOSTOR, SILENT] = (() => {
+const [MINE, THEIRS, DOWN, FLIGHT, IMPOSTOR, SILENT, HUGE] = (() => {
   const found: string[] = [];
   const used = new Set<number>();
-  for (let i = 0; found.length < 6; i += 1) {
+  for (let i = 0; found.length < 7; i += 1) {
     const b = bucketOf(`ns-${i}`, settings);
     if (!used.has(b)) {
       used.add(b);
       found.push(`ns-${i}`);
     }
   }
-  return found as [string, string, string, string, string, string];
+  return found as [string, string, string, string, string, string, string];
 })();
 const bucket = (ns: string): number => bucketOf(ns, settings);
 
@@ -125,17 +125,18 @@ function webhookTable(overrides: Partial<RouteTable> = {}): RouteTable {
           [bucket(DOWN)]: 'a/down',
           [bucket(IMPOSTOR)]: 'a/impostor',
           [bucket(SILENT)]: 'a/silent',
+          [bucket(HUGE)]: 'a/huge',
         },
       }),
     ],
-    webhook: { port: 9443, endpoints: { 'a/self': ['10.0.0.1'], 'a/other': ['127.0.0.2'], 'a/down': [], 'a/impostor': ['127.0.0.3'], 'a/silent': ['127.0.0.5'] } },
+    webhook: { port: 9443, endpoints: { 'a/self': ['10.0.0.1'], 'a/other': ['127.0.0.2'], 'a/down': [], 'a/impostor': ['127.0.0.3'], 'a/silent': ['127.0.0.5'], 'a/huge': ['127.0.0.6', '127.0.0.7'] } },
     ...overrides,
   });
 }
 const stateOf = (table: RouteTable, fenced = false): RouteState => new RouteState({ table, fenced, link: () => ({}) as ClusterLink });
-function routeOf(namespace: string | undefined, options: { table?: RouteTable; fenced?: boolean; forwarded?: boolean } = {}) {
+function routeOf(namespace: string | undefined, options: { table?: RouteTable; fenced?: boolean } = {}) {
   const state = stateOf(options.table ?? webhookTable(), options.fenced);
-  return webhookRoute({ table: state.table, home: state.home?.view, fenced: state.fenced, namespace, forwarded: options.forwarded ?? false });
+  return webhookRoute({ table: state.table, home: state.home?.view, fenced: state.fenced, namespace });
 }
 
 describe('webhookRoute', () => {
@@ -149,15 +150,12 @@ describe('webhookRoute', () => {
     expect(routeOf(FLIGHT)).toMatchObject({ route: 'unowned', owner: '', reason: expect.stringContaining('granted to no shard') });
     expect(routeOf(DOWN)).toMatchObject({ route: 'unowned', owner: 'a/down', reason: expect.stringContaining('has no ready pod') });
     expect(routeOf(MINE, { fenced: true })).toMatchObject({ route: 'unowned', reason: expect.stringContaining('fenced') });
-    expect(webhookRoute({ table: undefined, home: undefined, fenced: false, namespace: MINE, forwarded: false })).toMatchObject({ route: 'unowned', reason: 'no route table yet' });
+    expect(webhookRoute({ table: undefined, home: undefined, fenced: false, namespace: MINE })).toMatchObject({ route: 'unowned', reason: 'no route table yet' });
     // A table without `webhook` (the operator's config lost spec.webhook): its own buckets still answer.
     expect(routeOf(THEIRS, { table: webhookTable({ webhook: undefined }) })).toMatchObject({ route: 'unowned', owner: 'a/other' });
     expect(routeOf(MINE, { table: webhookTable({ webhook: undefined }) })).toEqual({ route: 'local', owner: 'a/self' });
   });
 
-  it('answers a review another proxy sent locally, whatever the table says: nothing loops', () => {
-    expect(routeOf(THEIRS, { forwarded: true })).toEqual({ route: 'local', owner: 'a/self' });
-  });
 });
 
 describe('proxy options for the webhook', () => {
@@ -171,16 +169,24 @@ describe('proxy options for the webhook', () => {
   });
 });
 
-/** A fake operator's webhook: answers with who it is, the path and whether a proxy sent it; or never, when `silent`. */
-function fakeOperator(tls: IssuedCertificate, host: string, port: number, silent = false): Promise<Server> {
+/** The hosts of the fake operators that received a review, in order. */
+const reached: string[] = [];
+
+/**
+ * A fake operator's webhook: answers with who it is, the path and whether a proxy sent it; never when `silent`;
+ * with more than a review may hold when `huge`.
+ */
+function fakeOperator(tls: IssuedCertificate, host: string, port: number, answer: 'normal' | 'silent' | 'huge' = 'normal'): Promise<Server> {
   const server = createHttpsServer({ cert: tls.certPem, key: tls.keyPem }, (req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
-      if (silent) return;
+      reached.push(host);
+      if (answer === 'silent') return;
       const body = JSON.parse(Buffer.concat(chunks).toString()) as { request: { uid: string } };
       res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response: { uid: body.request.uid, allowed: true }, host, path: req.url, from: req.headers[FORWARDED_HEADER] }));
+      const padding = answer === 'huge' ? 'x'.repeat(WEBHOOK_MAX_BODY_BYTES) : '';
+      res.end(JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response: { uid: body.request.uid, allowed: true }, host, path: req.url, from: req.headers[FORWARDED_HEADER], padding }));
     });
   });
   return new Promise((resolve) => server.listen(port, host, () => resolve(server)));
@@ -211,7 +217,8 @@ describe('the webhook listener, over real TLS', () => {
     // The operator port: free on 127.0.0.1, and used on the other loopback addresses too.
     const probe = await fakeOperator(own, '127.0.0.1', 0);
     port = (probe.address() as { port: number }).port;
-    servers.push(probe, await fakeOperator(own, '127.0.0.2', port), await fakeOperator(stranger, '127.0.0.3', port), await fakeOperator(own, '127.0.0.5', port, true));
+    servers.push(probe, await fakeOperator(own, '127.0.0.2', port), await fakeOperator(stranger, '127.0.0.3', port), await fakeOperator(own, '127.0.0.5', port, 'silent'));
+    servers.push(await fakeOperator(own, '127.0.0.6', port, 'huge'), await fakeOperator(own, '127.0.0.7', port, 'huge'));
     registry = new Registry();
     metrics = createProxyMetrics(registry);
     state = stateOf(webhookTable());
@@ -289,6 +296,61 @@ describe('the webhook listener, over real TLS', () => {
     if (!(big instanceof Error)) {
       expect(big.statusCode).toBe(413);
       await big.body.dump();
+    }
+  });
+
+  it("gives a caller's X-Ctrlmesh-Webhook-From no meaning: the review goes to its owner, a fenced proxy still answers 503", async () => {
+    const forged = async (namespace: string): Promise<{ status: number; json: Record<string, unknown> }> => {
+      const answer = await request(`${webhook.url}/validate`, {
+        method: 'POST',
+        dispatcher: client,
+        headers: { 'content-type': 'application/json', [FORWARDED_HEADER]: 'a/other' },
+        body: JSON.stringify(review(configMapRequest(namespace))),
+      });
+      return { status: answer.statusCode, json: (await answer.body.json()) as Record<string, unknown> };
+    };
+    expect((await forged(THEIRS)).json).toMatchObject({ host: '127.0.0.2' });
+    const before = state;
+    state = stateOf(webhookTable(), true);
+    try {
+      expect((await forged(MINE)).status).toBe(503);
+    } finally {
+      state = before;
+    }
+  });
+
+  it('sends a review the owner answered to no second pod, even when the answer cannot be relayed', async () => {
+    reached.length = 0;
+    const { status, json } = await post(review(configMapRequest(HUGE)));
+    expect(status).toBe(503);
+    expect(json.message).toContain(`larger than ${WEBHOOK_MAX_BODY_BYTES} bytes`);
+    expect(reached).toHaveLength(1);
+  });
+
+  it('refuses nesting past Go\'s depth before parsing, and more bytes of reviews at once than it holds (503)', async () => {
+    const deep = await post(`${'['.repeat(20_000)}${']'.repeat(20_000)}`);
+    expect(deep.status).toBe(400);
+    expect(deep.json.message).toContain('nests deeper than 10000 levels');
+    const small = await startWebhookServer({ listen: { host: '127.0.0.1', port: 0 }, operatorPort: port, certDir: dir, timeoutMs: 500, state: () => state, metrics, logger, maxBytesHeld: 600 });
+    try {
+      const send = async (namespace: string, size: number): Promise<number> => {
+        const answer = await request(`${await small.listening}/validate`, {
+          method: 'POST',
+          dispatcher: client,
+          body: JSON.stringify(review(configMapRequest(namespace, { object: { data: { pad: 'x'.repeat(size) } } }))),
+        });
+        await answer.body.dump();
+        return answer.statusCode;
+      };
+      // The first is held while its owner stays silent (500 ms); the second does not fit beside it.
+      const held = send(SILENT, 300);
+      await new Promise((r) => setTimeout(r, 100));
+      expect(await send(MINE, 300)).toBe(503);
+      expect(await held).toBe(503);
+      // Given back once answered.
+      expect(await send(MINE, 300)).toBe(200);
+    } finally {
+      await small.close();
     }
   });
 
