@@ -301,10 +301,10 @@ describe('objects sharded one by one, by uid', () => {
       await res.arrayBuffer();
       return res;
     };
-    // A patch that changes metadata.uid is invalid (422: immutable field); a failed JSON-patch test is 422 too.
-    expect((await direct('PATCH', 'cm-10', withUidPrecondition('patch', 'application/merge-patch+json', '{"data":{"x":"y"}}', stale))).status).toBe(422);
-    expect((await direct('PATCH', 'cm-10', withUidPrecondition('patch', 'application/json-patch+json', '[{"op":"add","path":"/data","value":{}}]', stale))).status).toBe(422);
-    expect((await direct('DELETE', 'cm-10', withUidPrecondition('delete', undefined, '', stale))).status).toBe(409);
+    // A merge patch carries the resourceVersion read, which no longer matches (409); a failed JSON-patch test is 422.
+    expect((await direct('PATCH', 'cm-10', withUidPrecondition('patch', 'application/merge-patch+json', '{"data":{"x":"y"}}', { uid: stale, resourceVersion: '1' }))).status).toBe(409);
+    expect((await direct('PATCH', 'cm-10', withUidPrecondition('patch', 'application/json-patch+json', '[{"op":"add","path":"/data","value":{}}]', { uid: stale, resourceVersion: '1' }))).status).toBe(422);
+    expect((await direct('DELETE', 'cm-10', withUidPrecondition('delete', undefined, '', { uid: stale, resourceVersion: '1' }))).status).toBe(409);
     expect((await admin.readNamespacedConfigMap({ name: 'cm-10', namespace })).data).toBeUndefined();
     await dispatcher.close();
   });

@@ -4,10 +4,12 @@ import { Agent, fetch as undiciFetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bucketOf } from '../../src/sharding/index.js';
 import { createCertificateAuthority, issueCertificate } from '../../src/tls/index.js';
-import { clusterRoute, routeTable, startTestProxy, type TestProxy } from './helpers/proxy.js';
+import { clusterRoute, routeTable, settles, startTestProxy, type TestProxy } from './helpers/proxy.js';
 import { cluster, kubeConfigFor, testbed, uniqueName } from './helpers/testbed.js';
 
 const MINE = Array.from({ length: 16 }, (_, i) => i);
+/** A custom resource with a status subresource, whose strategy copies the stored metadata over a patch's. */
+const GROUP = 'uidrace.ctrlmesh.test';
 const mine = (uid: string): boolean => MINE.includes(bucketOf(uid, { algorithm: 'fnv-range', bucketCount: 32 }));
 
 /**
@@ -23,6 +25,7 @@ describe('a write to an object sharded by uid, raced by a delete and re-create',
   const admin = kubeConfigFor(bed).makeApiClient(CoreV1Api);
   const namespace = uniqueName('uid-race');
   const webhookName = `${namespace}.ctrlmesh.test`;
+  const widgets = `/apis/${GROUP}/v1/namespaces/${namespace}/widgets`;
   const asAdmin = new Agent({ connect: { ca: bed.caPem, cert: bed.clientCertPem, key: bed.clientKeyPem } });
   let harness: TestProxy;
   let hook: Server;
@@ -37,23 +40,50 @@ describe('a write to an object sharded by uid, raced by a delete and re-create',
       await admin.deleteNamespacedConfigMap({ name, namespace });
     }
   };
+  const direct = async (method: string, path: string, body?: unknown): Promise<{ status: number; json: { metadata?: { uid?: string }; status?: Record<string, string> } }> => {
+    const res = await undiciFetch(`${bed.server}${path}`, { method, dispatcher: asAdmin, headers: { 'content-type': 'application/json' }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+    return { status: res.status, json: (await res.json()) as never };
+  };
+  const widgetIn = async (name: string, inShard: boolean): Promise<string> => {
+    for (;;) {
+      const made = await direct('POST', widgets, { apiVersion: `${GROUP}/v1`, kind: 'Widget', metadata: { name } });
+      expect(made.status).toBe(201);
+      if (mine(made.json.metadata!.uid!) === inShard) return made.json.metadata!.uid!;
+      await direct('DELETE', `${widgets}/${name}`);
+      await settles(async () => expect((await direct('GET', `${widgets}/${name}`)).status).toBe(404));
+    }
+  };
 
   beforeAll(async () => {
     await admin.createNamespace({ body: { metadata: { name: namespace } } });
+    const crd = await direct('POST', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions', {
+      apiVersion: 'apiextensions.k8s.io/v1',
+      kind: 'CustomResourceDefinition',
+      metadata: { name: `widgets.${GROUP}` },
+      spec: {
+        group: GROUP,
+        scope: 'Namespaced',
+        names: { plural: 'widgets', singular: 'widget', kind: 'Widget', listKind: 'WidgetList' },
+        versions: [{ name: 'v1', served: true, storage: true, subresources: { status: {} }, schema: { openAPIV3Schema: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } } }],
+      },
+    });
+    expect([201, 409]).toContain(crd.status);
+    await settles(async () => expect((await direct('GET', widgets)).status).toBe(200), 30_000);
     const ca = await createCertificateAuthority({ commonName: 'uid-race-webhook-ca' });
     const cert = await issueCertificate({ ca, commonName: 'uid-race-webhook', usage: 'server', ipAddresses: ['127.0.0.1'] });
     hook = createServer({ key: cert.keyPem, cert: cert.certPem }, (req, res) => {
       let body = '';
       req.on('data', (chunk: Buffer) => (body += chunk.toString('utf8')));
       req.on('end', () => {
-        const review = JSON.parse(body) as { request: { uid: string; object?: { data?: Record<string, string> } } };
+        const review = JSON.parse(body) as { request: { uid: string; object?: { data?: Record<string, string>; status?: Record<string, string> } } };
         const allow = (): void =>
           void res
             .writeHead(200, { 'content-type': 'application/json' })
             .end(JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response: { uid: review.request.uid, allowed: true } }));
         const held = whileHeld;
         whileHeld = undefined;
-        if (review.request.object?.data?.race === undefined || held === undefined) return allow();
+        const object = review.request.object;
+        if ((object?.data?.race ?? object?.status?.race) === undefined || held === undefined) return allow();
         void held().then(allow);
       });
     });
@@ -74,7 +104,7 @@ describe('a write to an object sharded by uid, raced by a delete and re-create',
             sideEffects: 'None',
             failurePolicy: 'Fail',
             clientConfig: { url: `https://127.0.0.1:${port}/`, caBundle: Buffer.from(ca.certPem).toString('base64') },
-            rules: [{ apiGroups: [''], apiVersions: ['v1'], operations: ['UPDATE'], resources: ['configmaps'], scope: 'Namespaced' }],
+            rules: [{ apiGroups: ['', GROUP], apiVersions: ['v1'], operations: ['UPDATE'], resources: ['configmaps', 'widgets/status'], scope: 'Namespaced' }],
             namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': namespace } },
           },
         ],
@@ -86,7 +116,15 @@ describe('a write to an object sharded by uid, raced by a delete and re-create',
         ...routeTable({
           shard: 'shard-0',
           homeCluster: bed.name,
-          clusters: [clusterRoute(bed, MINE, { selection: 'proxyFilter', objectSharding: [{ apiGroups: [''], resources: ['configmaps'] }] })],
+          clusters: [
+            clusterRoute(bed, MINE, {
+              selection: 'proxyFilter',
+              objectSharding: [
+                { apiGroups: [''], resources: ['configmaps'] },
+                { apiGroups: [GROUP], resources: ['widgets'] },
+              ],
+            }),
+          ],
         }),
         hashAlgorithm: 'fnv-range',
       },
@@ -98,6 +136,7 @@ describe('a write to an object sharded by uid, raced by a delete and re-create',
     await harness?.close();
     hook?.close();
     await undiciFetch(`${bed.server}/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/${webhookName}`, { method: 'DELETE', dispatcher: asAdmin });
+    await undiciFetch(`${bed.server}/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.${GROUP}`, { method: 'DELETE', dispatcher: asAdmin });
     await asAdmin.close();
     await admin.deleteNamespace({ name: namespace }).catch(() => undefined);
   });
@@ -142,4 +181,21 @@ describe('a write to an object sharded by uid, raced by a delete and re-create',
     expect(mine(now.uid)).toBe(true);
     whileHeld = undefined;
   });
+
+  it("a merge patch of a custom resource's status, raced, is refused: the other shard's object keeps its status", async () => {
+    const name = 'widget';
+    await widgetIn(name, true);
+    whileHeld = async () => {
+      await direct('DELETE', `${widgets}/${name}`);
+      await settles(async () => expect((await direct('GET', `${widgets}/${name}`)).status).toBe(404));
+      await widgetIn(name, false);
+    };
+    // The status strategy copies the stored metadata over the patch's, uid included: only the resourceVersion the
+    // proxy adds holds the patch to the object judged.
+    const res = await fetch(`${harness.proxy.apiUrl}${widgets}/${name}/status`, { method: 'PATCH', headers: { 'content-type': 'application/merge-patch+json' }, body: JSON.stringify({ status: { race: 'yes' } }) });
+    expect(res.status, await res.text()).toBe(409);
+    const now = await direct('GET', `${widgets}/${name}`);
+    expect(mine(now.json.metadata!.uid!)).toBe(false);
+    expect(now.json.status?.race).toBeUndefined();
+  }, 60_000);
 });

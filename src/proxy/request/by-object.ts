@@ -71,8 +71,10 @@ export async function judgeObjectWrite(options: {
     return statusFor(503, `the proxy reads an object sharded by uid before writing it, and the API server answered ${res.statusCode}; retry`);
   }
   const metadata = metadataOf(await readBoundedBody(res.body, OBJECT_MAX_BYTES));
-  const uid = metadata?.uid;
-  if (metadata === undefined || typeof uid !== 'string' || uid === '') return statusFor(503, 'the object read before the write carries no uid; retry');
+  const { uid, resourceVersion } = metadata ?? {};
+  if (metadata === undefined || typeof uid !== 'string' || uid === '' || typeof resourceVersion !== 'string' || resourceVersion === '') {
+    return statusFor(503, 'the object read before the write carries no uid or resourceVersion; retry');
+  }
   if (!entry.view.admits(info.group, info.resource, metadata)) {
     const bucket = entry.view.objectBucketOf(uid);
     const owner = entry.view.ownerOf(bucket);
@@ -83,7 +85,7 @@ export async function judgeObjectWrite(options: {
       { ...(info.name === undefined ? {} : { name: info.name }), group: info.group, kind: info.resource },
     );
   }
-  const judged = withUidPrecondition(info.verb, options.contentType, options.body, uid);
+  const judged = withUidPrecondition(info.verb, options.contentType, options.body, { uid, resourceVersion });
   return 'code' in judged ? statusFor(judged.code, judged.message) : judged;
 }
 

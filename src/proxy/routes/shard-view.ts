@@ -25,6 +25,7 @@ export interface ObjectMetadata {
   readonly namespace?: string;
   readonly name?: string;
   readonly uid?: string;
+  readonly resourceVersion?: string;
 }
 
 /** How the proxy keeps a list or watch of one resource to the shard, compiled once per route table. */

@@ -186,19 +186,21 @@ describe('objects sharded by uid', () => {
 
 describe('withUidPrecondition', () => {
   const UID = 'u-1';
+  const JUDGED = { uid: UID, resourceVersion: '42' };
   it('adds the uid to the write in the form the API server checks', async () => {
     const { withUidPrecondition } = await import('../../../src/proxy/request/uid-precondition.js');
     const body = (r: ReturnType<typeof withUidPrecondition>): unknown => ('code' in r ? r : JSON.parse(r.body));
-    expect(body(withUidPrecondition('delete', undefined, '', UID))).toMatchObject({ kind: 'DeleteOptions', preconditions: { uid: UID } });
-    expect(body(withUidPrecondition('delete', 'application/json', '{"propagationPolicy":"Foreground","preconditions":{"resourceVersion":"5"}}', UID))).toEqual({
+    expect(body(withUidPrecondition('delete', undefined, '', JUDGED))).toMatchObject({ kind: 'DeleteOptions', preconditions: { uid: UID } });
+    expect(body(withUidPrecondition('delete', 'application/json', '{"propagationPolicy":"Foreground","preconditions":{"resourceVersion":"5"}}', JUDGED))).toEqual({
       propagationPolicy: 'Foreground',
       preconditions: { resourceVersion: '5', uid: UID },
     });
-    expect(body(withUidPrecondition('update', 'application/json; charset=utf-8', '{"metadata":{"name":"cm"},"data":{}}', UID))).toEqual({ metadata: { name: 'cm', uid: UID }, data: {} });
-    expect(body(withUidPrecondition('patch', 'application/merge-patch+json', '{"data":{"a":"b"}}', UID))).toEqual({ data: { a: 'b' }, metadata: { uid: UID } });
-    expect(body(withUidPrecondition('patch', 'application/strategic-merge-patch+json', `{"metadata":{"uid":"${UID}"}}`, UID))).toEqual({ metadata: { uid: UID } });
-    expect(body(withUidPrecondition('update', 'application/json', '{"metadata":{"uid":null}}', UID))).toEqual({ metadata: { uid: UID } });
-    expect(body(withUidPrecondition('patch', 'application/json-patch+json', '[{"op":"remove","path":"/data"}]', UID))).toEqual([
+    expect(body(withUidPrecondition('update', 'application/json; charset=utf-8', '{"metadata":{"name":"cm"},"data":{}}', JUDGED))).toEqual({ metadata: { name: 'cm', uid: UID }, data: {} });
+    // A merge patch carries the resourceVersion read too: a status strategy copies the stored uid over the patch's.
+    expect(body(withUidPrecondition('patch', 'application/merge-patch+json', '{"data":{"a":"b"}}', JUDGED))).toEqual({ data: { a: 'b' }, metadata: { uid: UID, resourceVersion: '42' } });
+    expect(body(withUidPrecondition('patch', 'application/strategic-merge-patch+json', `{"metadata":{"uid":"${UID}","resourceVersion":"42"}}`, JUDGED))).toEqual({ metadata: { uid: UID, resourceVersion: '42' } });
+    expect(body(withUidPrecondition('update', 'application/json', '{"metadata":{"uid":null}}', JUDGED))).toEqual({ metadata: { uid: UID } });
+    expect(body(withUidPrecondition('patch', 'application/json-patch+json', '[{"op":"remove","path":"/data"}]', JUDGED))).toEqual([
       { op: 'test', path: '/metadata/uid', value: UID },
       { op: 'remove', path: '/data' },
     ]);
@@ -207,24 +209,25 @@ describe('withUidPrecondition', () => {
     const { withUidPrecondition } = await import('../../../src/proxy/request/uid-precondition.js');
     for (const uid of ['', 'other', 0, { a: 1 }]) {
       const text = JSON.stringify(uid);
-      expect(withUidPrecondition('update', 'application/json', `{"metadata":{"uid":${text}}}`, UID)).toMatchObject({ code: 409 });
-      expect(withUidPrecondition('patch', 'application/merge-patch+json', `{"metadata":{"uid":${text}}}`, UID)).toMatchObject({ code: 409 });
-      expect(withUidPrecondition('patch', 'application/strategic-merge-patch+json', `{"metadata":{"uid":${text}}}`, UID)).toMatchObject({ code: 409 });
-      expect(withUidPrecondition('delete', 'application/json', `{"preconditions":{"uid":${text}}}`, UID)).toMatchObject({ code: 409 });
+      expect(withUidPrecondition('update', 'application/json', `{"metadata":{"uid":${text}}}`, JUDGED)).toMatchObject({ code: 409 });
+      expect(withUidPrecondition('patch', 'application/merge-patch+json', `{"metadata":{"uid":${text}}}`, JUDGED)).toMatchObject({ code: 409 });
+      expect(withUidPrecondition('patch', 'application/strategic-merge-patch+json', `{"metadata":{"uid":${text}}}`, JUDGED)).toMatchObject({ code: 409 });
+      expect(withUidPrecondition('delete', 'application/json', `{"preconditions":{"uid":${text}}}`, JUDGED)).toMatchObject({ code: 409 });
     }
+    expect(withUidPrecondition('patch', 'application/merge-patch+json', '{"metadata":{"resourceVersion":"41"}}', JUDGED)).toMatchObject({ code: 409 });
     // The last of duplicate keys is what the API server would read, and what is judged.
-    expect(withUidPrecondition('update', 'application/json', `{"metadata":{"uid":"${UID}","uid":""}}`, UID)).toMatchObject({ code: 409 });
+    expect(withUidPrecondition('update', 'application/json', `{"metadata":{"uid":"${UID}","uid":""}}`, JUDGED)).toMatchObject({ code: 409 });
   });
 
   it('refuses what it cannot carry the uid in: apply patches, protobuf, non-objects, duplicate-key tricks come out single', async () => {
     const { withUidPrecondition } = await import('../../../src/proxy/request/uid-precondition.js');
-    expect(withUidPrecondition('patch', 'application/apply-patch+yaml', 'data: {}', UID)).toMatchObject({ code: 415 });
-    expect(withUidPrecondition('update', 'application/vnd.kubernetes.protobuf', '\u0000k8s', UID)).toMatchObject({ code: 415 });
-    expect(withUidPrecondition('patch', 'application/merge-patch+json', '[1]', UID)).toMatchObject({ code: 400 });
-    expect(withUidPrecondition('patch', 'application/merge-patch+json', '{"metadata":null}', UID)).toMatchObject({ code: 400 });
-    expect(withUidPrecondition('delete', 'application/json', 'nope', UID)).toMatchObject({ code: 400 });
+    expect(withUidPrecondition('patch', 'application/apply-patch+yaml', 'data: {}', JUDGED)).toMatchObject({ code: 415 });
+    expect(withUidPrecondition('update', 'application/vnd.kubernetes.protobuf', '\u0000k8s', JUDGED)).toMatchObject({ code: 415 });
+    expect(withUidPrecondition('patch', 'application/merge-patch+json', '[1]', JUDGED)).toMatchObject({ code: 400 });
+    expect(withUidPrecondition('patch', 'application/merge-patch+json', '{"metadata":null}', JUDGED)).toMatchObject({ code: 400 });
+    expect(withUidPrecondition('delete', 'application/json', 'nope', JUDGED)).toMatchObject({ code: 400 });
     // Two `metadata` keys: what is forwarded has one, the one judged (JSON.parse keeps the last, as Go does).
-    const twice = withUidPrecondition('patch', 'application/merge-patch+json', '{"metadata":{"uid":"a"},"metadata":{"labels":{"x":"y"}}}', UID);
-    expect('body' in twice && twice.body).toBe('{"metadata":{"labels":{"x":"y"},"uid":"u-1"}}');
+    const twice = withUidPrecondition('patch', 'application/merge-patch+json', '{"metadata":{"uid":"a"},"metadata":{"labels":{"x":"y"}}}', JUDGED);
+    expect('body' in twice && twice.body).toBe('{"metadata":{"labels":{"x":"y"},"uid":"u-1","resourceVersion":"42"}}');
   });
 });
