@@ -174,6 +174,9 @@ spec:
     for (const host of ['LOCALHOST', 'LocalHost', 'localhost.']) {
       expect(statusOf(await exchange(egress, `CONNECT ${host}:${up} HTTP/1.1\r\nHost: ${host}\r\n\r\n`)), host).toBe(403);
     }
+    // A name with an empty label has no single form (cluster DNS resolves `localhost..` as `localhost`): refused.
+    expect(statusOf(await exchange(egress, `CONNECT localhost..:${up} HTTP/1.1\r\nHost: localhost\r\n\r\n`))).toBe(400);
+    expect(statusOf(await get(`http://127.0.0.1..:${up}/admin`))).toBe(400);
     await alive();
   });
 

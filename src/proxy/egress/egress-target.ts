@@ -29,15 +29,25 @@ function decodeUnreserved(text: string): string {
   });
 }
 
-/** The WHATWG parser's host, canonical: an IPv4-mapped IPv6 address is the IPv4 one, a final dot is dropped. */
+/**
+ * The WHATWG parser's host, canonical: an IPv4-mapped IPv6 address is the IPv4 one, a final dot is dropped. A name
+ * with an empty label (`a..b`, `127.0.0.2..`) is refused (''): resolvers and the URL parser read it differently.
+ */
 function canonicalHost(hostname: string): string {
   const mapped = /^\[::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})\]$/u.exec(hostname);
   if (mapped) {
     const [high, low] = [Number.parseInt(mapped[1]!, 16), Number.parseInt(mapped[2]!, 16)];
     return [high >> 8, high & 255, low >> 8, low & 255].join('.');
   }
-  const host = hostname.startsWith('[') ? hostname.slice(1, -1) : hostname;
-  return host.endsWith('.') ? host.slice(0, -1) : host;
+  if (hostname.startsWith('[')) return hostname.slice(1, -1);
+  const host = hostname.endsWith('.') ? hostname.slice(0, -1) : hostname;
+  return host.split('.').includes('') ? '' : host;
+}
+
+/** A host given to the URL parser again comes back the same: the form judged is the form the call uses. */
+function settled(url: URL, host: string): boolean {
+  url.hostname = urlHost(host);
+  return canonicalHost(url.hostname) === host;
 }
 
 /** A host as a URL writes it (IPv6 in brackets). */
@@ -55,8 +65,7 @@ export function requestTarget(requestUrl: string): RequestTarget | Refusal {
   }
   if (url.protocol !== 'http:') return { refused: `only http: calls are sent as requests, not ${url.protocol} (https goes through CONNECT)` };
   const host = canonicalHost(url.hostname);
-  if (host === '') return { refused: 'the URL names no host' };
-  url.hostname = urlHost(host);
+  if (host === '' || !settled(url, host)) return { refused: `the URL's host "${url.hostname}" has an empty label, or no single form` };
   url.pathname = decodeUnreserved(url.pathname);
   url.search = decodeUnreserved(url.search);
   url.hash = '';
@@ -77,5 +86,5 @@ export function connectTarget(requestTarget: string): EgressTarget | Refusal {
     return refused;
   }
   const host = canonicalHost(url.hostname);
-  return host === '' ? refused : { host, port };
+  return host === '' || !settled(url, host) ? refused : { host, port };
 }

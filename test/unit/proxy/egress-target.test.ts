@@ -22,7 +22,7 @@ describe('requestTarget: one form for every way of writing a URL', () => {
     expect(requestTarget('http://EXAMPLE.com/x')).toMatchObject({ host: 'example.com', port: 80 });
   });
 
-  it.each(['/relative', 'https://example.com/', 'file:///etc/passwd', 'ftp://x/', 'http://', 'not a url'])('refuses %s', (written) => {
+  it.each(['/relative', 'https://example.com/', 'file:///etc/passwd', 'ftp://x/', 'http://', 'not a url', 'http://127.0.0.2../', 'http://localhost../', 'http://a..b/', 'http://.a/'])('refuses %s', (written) => {
     expect(requestTarget(written)).toHaveProperty('refused');
   });
 });
@@ -38,7 +38,7 @@ describe('connectTarget: host:port, canonical', () => {
     expect(connectTarget(written)).toEqual(target);
   });
 
-  it.each(['127.0.0.1:abc', '127.0.0.1:70000', '127.0.0.1:0', '127.0.0.1', 'a:80/x', 'user@a:80', '[::1:443', 'a b:80', ':443', '[zz]:443'])('refuses %s', (written) => {
+  it.each(['127.0.0.1:abc', '127.0.0.1:70000', '127.0.0.1:0', '127.0.0.1', 'a:80/x', 'user@a:80', '[::1:443', 'a b:80', ':443', '[zz]:443', 'localhost..:443', '127.0.0.2..:80', 'a..b:80'])('refuses %s', (written) => {
     expect(connectTarget(written)).toHaveProperty('refused');
   });
 });
