@@ -207,6 +207,29 @@ describe('a client that leaves before the API server answers', () => {
       expect(await execs()).toBe(before);
     });
 
+    it('a table that revokes its namespace ends an upgrade still waiting for its answer, before the table is acknowledged', async () => {
+      const { port } = new URL(harness.proxy.apiUrl);
+      pause(etcd.pid(), true);
+      try {
+        // The API server reads the pod from etcd before it dials the kubelet: the exec waits on its way.
+        const socket = connect(Number(port), '127.0.0.1');
+        const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+        socket.on('error', () => undefined);
+        socket.write(exec());
+        await settles(() => expect(harness.proxy.controller.sessions.size).toBe(1));
+        const revoking = routeTable({ shard: 'shard-1', homeCluster: server.name, version: version++, clusters: [clusterRoute(server, [])] });
+        await harness.writeTable(revoking);
+        await settles(() => expect(acknowledged).toContain(revoking.version));
+        // Ended when the table was installed, which comes before its acknowledgement.
+        expect(harness.proxy.controller.sessions.size).toBe(0);
+        await closed;
+      } finally {
+        pause(etcd.pid(), false);
+      }
+      await harness.writeTable(table());
+      await settles(() => expect(acknowledged).toContain(version - 1));
+    }, 30_000);
+
     it('an upgrade the API server does not answer gets 504 once the upstream timeout passes', async () => {
       pause(etcd.pid(), true);
       try {

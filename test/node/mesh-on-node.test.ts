@@ -604,7 +604,7 @@ describe('the mesh on a real node: helm-installed, injected, sharded operators i
       await deleteIfPresent(() => c.core.deleteNamespace({ name: namespace }));
     });
 
-    it("runs in the shard's namespace, and ends when a table revokes the namespace's bucket, before that table is acknowledged", async () => {
+    it("runs in the shard's namespace through tables that leave it the namespace, and ends before a table revoking it is acknowledged", async () => {
       const sessionsBefore = await execSessions();
       const [stdin, stdout] = [new PassThrough(), new PassThrough()];
       let echoed = '';
@@ -617,10 +617,22 @@ describe('the mesh on a real node: helm-installed, injected, sharded operators i
       await eventually(async () => expect(echoed).toContain('before'), 30_000, 100);
       expect(await execSessions()).toBe(sessionsBefore + 1);
 
-      await harness.writeTable(table([]));
-      await eventually(async () => expect(acknowledged.map((a) => a.version)).toContain(2), 30_000, 100);
+      // Tables that grant another bucket, then revoke it again, leave the namespace's session be.
+      const other = (bucket(namespace) + 1) % 32;
+      for (const buckets of [[bucket(namespace), other], [bucket(namespace)]]) {
+        const next = table(buckets);
+        await harness.writeTable(next);
+        await eventually(async () => expect(acknowledged.map((a) => a.version)).toContain(next.version), 30_000, 100);
+      }
+      stdin.write('still\n');
+      await eventually(async () => expect(echoed).toContain('still'), 30_000, 100);
+      expect(closedAt).toBe(0);
+
+      const revoking = table([]);
+      await harness.writeTable(revoking);
+      await eventually(async () => expect(acknowledged.map((a) => a.version)).toContain(revoking.version), 30_000, 100);
       expect(closedAt).toBeGreaterThan(0);
-      expect(closedAt).toBeLessThanOrEqual(acknowledged.find((a) => a.version === 2)!.at);
+      expect(closedAt).toBeLessThanOrEqual(acknowledged.find((a) => a.version === revoking.version)!.at);
       // The API server's session ended too.
       await eventually(async () => expect(await execSessions()).toBe(sessionsBefore), 30_000, 200);
       // A new session into the revoked namespace is refused.

@@ -47,9 +47,9 @@ export interface UpgradeHandler {
  * like any request; every other upgrade (h2c, a list or watch with an `Upgrade` header) is refused, since the API
  * server would serve it with no selector injected. The client's connection is spliced to the API server's only
  * after the API server switched protocols (101): an answer without a switch is relayed and both connections end,
- * so no further request can ride the spliced connection unjudged. A spliced session is held to the rule of a watch
- * of pods: a table that changes the shard's units of pods, fences it or removes its cluster ends it, before that
- * table is acknowledged, so a shard that lost a pod keeps no shell in it.
+ * so no further request can ride the spliced connection unjudged. A session is registered from its judgement on: a
+ * table under which its request would be refused (the namespace revoked, the proxy fenced, the cluster removed) ends
+ * it before that table is acknowledged, answered or not, so a shard that lost a pod keeps no shell in it.
  *
  * Refused too, as an attacker probe found them (session 19): an upgrade behind an unanswered request on its
  * connection (Node hands the socket over at once, before the API server would even read it; the connection is
@@ -108,10 +108,18 @@ export function createUpgradeHandler(options: { controller: RouteController; log
       ? // SNI carries names only (RFC 6066); the certificate is checked against the host, an IP included, either way.
         httpsRequest({ ...target, ...(isIP(upstream.server.hostname) ? {} : { servername: upstream.server.hostname }), ...upstream.tls })
       : httpRequest(target);
-    // What the shard's selector of pods carries under the table this upgrade was judged by.
-    const carries = entry.view.carries('', 'pods');
     open.add(socket);
     let answered = false;
+    let spliced: Duplex | undefined;
+    // Ends the session wherever it stands: the request on its way to the API server, or both spliced connections.
+    const end = (): void => {
+      out.destroy();
+      spliced?.destroy();
+      socket.destroy();
+    };
+    // From its judgement on: a table under which this request would be refused ends it, answered or not, before that
+    // table is acknowledged (an attacker probe, session 19: a kubelet's 101 came after the revoking table's ack).
+    const unregister = controller.registerSession({ cluster: entry.view.name, admittedBy: (view, shard) => decide(info, view, shard).kind !== 'deny', end });
     const timer = setTimeout(() => {
       out.destroy();
       endWithStatus(socket, statusFor(504, `cluster "${entry.view.name}" API server did not answer the upgrade within ${options.timeoutMs} ms`));
@@ -128,6 +136,12 @@ export function createUpgradeHandler(options: { controller: RouteController; log
     out.on('error', fail);
     out.on('upgrade', (res: IncomingMessage, upstreamSocket: Duplex, upstreamHead: Buffer) => {
       answer();
+      spliced = upstreamSocket;
+      // Ended while the API server answered: nothing of the client's reaches it.
+      if (socket.destroyed) {
+        upstreamSocket.destroy();
+        return;
+      }
       socket.write(`${head(`HTTP/1.1 101 ${res.statusMessage ?? 'Switching Protocols'}`, res.rawHeaders, new Set())}\r\n`);
       if (upstreamHead.length > 0) socket.write(upstreamHead);
       if (clientHead.length > 0) upstreamSocket.write(clientHead);
@@ -141,9 +155,6 @@ export function createUpgradeHandler(options: { controller: RouteController; log
       socket.on('error', close);
       upstreamSocket.on('close', close);
       socket.on('close', close);
-      // Registered only now: a table installed since the judgement is checked at once (and may end the session).
-      const unregister = controller.registerWatch({ cluster: entry.view.name, group: '', resource: 'pods', carries, expire: close });
-      socket.on('close', unregister);
     });
     out.on('response', (res: IncomingMessage) => {
       answer();
@@ -155,6 +166,7 @@ export function createUpgradeHandler(options: { controller: RouteController; log
     // A client gone before the answer: nothing else would end the API server's side.
     socket.on('close', () => {
       open.delete(socket);
+      unregister();
       clearTimeout(timer);
       if (!answered) out.destroy();
     });

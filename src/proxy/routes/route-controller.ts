@@ -8,6 +8,7 @@ import type { RouteSource } from './route-source.js';
 import { RouteState } from './route-state.js';
 import { tableRefusal } from './table-admission.js';
 import type { TableStore } from './table-store.js';
+import { SessionRegistry, type OpenSession } from './session-registry.js';
 import { WatchRegistry, type EndReason, type OpenWatch } from './watch-registry.js';
 
 export interface RouteControllerOptions {
@@ -36,6 +37,7 @@ export interface RouteControllerOptions {
  */
 export class RouteController {
   private readonly openWatches = new WatchRegistry();
+  private readonly openSessions = new SessionRegistry();
   /** Writes forwarded and not answered yet (the request path registers them through trackWrite). */
   private readonly inflightWrites = new InflightWrites();
   private state: RouteState | undefined;
@@ -62,6 +64,11 @@ export class RouteController {
     return this.openWatches;
   }
 
+  /** The upgraded sessions, answered or not (read-only: the upgrade path opens them with registerSession). */
+  get sessions(): { readonly size: number } {
+    return this.openSessions;
+  }
+
   /** The writes forwarded and not answered yet (read-only: the request path registers them with trackWrite). */
   get writes(): { readonly size: number } {
     return this.inflightWrites;
@@ -77,6 +84,19 @@ export class RouteController {
 
   private readonly countEnded = (watch: OpenWatch, reason: EndReason): void => {
     this.options.metrics.watchesEnded.inc({ cluster: watch.cluster, reason });
+  };
+
+  /**
+   * Registers an upgraded session from its judgement on (its request may still be on its way to the API server), so
+   * a table under which its request would be refused ends it before that table is acknowledged; returns its
+   * unregistration.
+   */
+  registerSession(session: OpenSession): () => void {
+    return this.openSessions.add(session, this.state, this.logSessionEnded);
+  }
+
+  private readonly logSessionEnded = (session: OpenSession, reason: EndReason): void => {
+    this.options.logger.info({ cluster: session.cluster, reason }, 'upgraded session (exec, attach, port-forward) ended by a route table');
   };
 
   /**
@@ -219,6 +239,7 @@ export class RouteController {
     const state = new RouteState({ table, fenced, leasePending: !this.extendedLive, link: (route) => links.link(route) });
     this.state = state;
     this.openWatches.reconcile(state, this.countEnded);
+    this.openSessions.reconcile(state, this.logSessionEnded);
     links.retain(new Set(state.clusters.keys()));
     metrics.routeTableVersion.set(table.version);
     metrics.routeTableAppliedAt.set(now() / 1000);

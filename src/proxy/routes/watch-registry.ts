@@ -1,10 +1,7 @@
 import type { RouteState } from './route-state.js';
 import type { CarriedUnits, ClusterShardView } from './shard-view.js';
 
-/**
- * An open watch as the registry needs it: where it goes and what its selector carries. An upgraded session (exec,
- * attach, port-forward) registers as a watch of pods: it ends when one would.
- */
+/** An open watch as the registry needs it: where it goes and what its selector carries. */
 export interface OpenWatch {
   cluster: string;
   group: string;

@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import { Agent, request } from 'undici';
 import type { ListenAddress } from '../../api/index.js';
 import type { ProxyMetrics } from '../../metrics/index.js';
+import { reasonFor } from '../request/status.js';
 import type { RouteState } from '../routes/route-state.js';
 import { readAdmissionReview, WEBHOOK_MAX_BODY_BYTES } from './admission-review.js';
 import { webhookRoute, type WebhookRoute } from './webhook-route.js';
@@ -16,7 +17,10 @@ import { readWebhookCertificate, sameCertificate, type WebhookCertificate } from
  */
 export const FORWARDED_HEADER = 'x-ctrlmesh-webhook-from';
 
-/** Bytes of reviews held at once over every connection: four of the largest. Past it a review gets 503 at once. */
+/**
+ * Bytes of reviews held at once over every connection: four of the largest, half of that for one caller's address.
+ * Past it a review gets 503 at once.
+ */
 export const WEBHOOK_MAX_BYTES_HELD = 4 * WEBHOOK_MAX_BODY_BYTES;
 
 type RouteLabel = WebhookRoute['route'] | 'failed';
@@ -80,26 +84,37 @@ class Refusal extends Error {
 /** An owner's answer that came but cannot be relayed: the review reached the owner, so it goes to no other pod. */
 class UnusableAnswer extends Error {}
 
-/** The bytes of reviews held at once (bodies read, until answered), over all connections. */
+/**
+ * The bytes of reviews held at once (bodies read, until answered), over all connections and per caller's address:
+ * one address holds at most half, so a caller that holds bodies back cannot take it all.
+ */
 class HeldBytes {
   private held = 0;
+  private readonly byPeer = new Map<string, number>();
 
   constructor(private readonly limit: number) {}
 
-  /** Holds `bytes` more, or refuses (503) when that would pass the limit. */
-  take(bytes: number): void {
-    if (this.held + bytes > this.limit) throw new Refusal(503, `ctrlmesh proxy: more than ${this.limit} bytes of reviews are being answered; retry`);
+  /** Holds `bytes` more for `peer`, or refuses (503) when that would pass a limit. */
+  take(peer: string, bytes: number): void {
+    const own = this.byPeer.get(peer) ?? 0;
+    if (this.held + bytes > this.limit || own + bytes > this.limit / 2) {
+      throw new Refusal(503, `ctrlmesh proxy: more than ${this.limit} bytes of reviews are being answered (half of them for one caller); retry`);
+    }
     this.held += bytes;
+    this.byPeer.set(peer, own + bytes);
   }
 
-  give(bytes: number): void {
+  give(peer: string, bytes: number): void {
     this.held -= bytes;
+    const own = (this.byPeer.get(peer) ?? 0) - bytes;
+    if (own > 0) this.byPeer.set(peer, own);
+    else this.byPeer.delete(peer);
   }
 }
 
 /** A Status body, as the API server reads a failed webhook call. */
 function sendStatus(res: ServerResponse, code: number, message: string): void {
-  const reason = code === 503 ? 'ServiceUnavailable' : code === 413 ? 'RequestEntityTooLarge' : code === 405 ? 'MethodNotAllowed' : 'BadRequest';
+  const reason = reasonFor(code);
   const body = JSON.stringify({ kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason, code });
   if (res.headersSent) {
     res.destroy();
@@ -109,17 +124,26 @@ function sendStatus(res: ServerResponse, code: number, message: string): void {
   res.end(body);
 }
 
-/** The body, up to `limit` bytes (past it a Refusal(413)), each byte taken from `hold` as it comes. */
-async function readBody(req: IncomingMessage, limit: number, hold: (bytes: number) => void): Promise<Buffer> {
+/**
+ * The body, up to `limit` bytes (past it a Refusal(413)), each byte taken from `hold` as it comes, all of it within
+ * `withinMs` (the API server sends a review at once, and an answer after that time would come too late).
+ */
+async function readBody(req: IncomingMessage, limit: number, withinMs: number, hold: (bytes: number) => void): Promise<Buffer> {
   const declared = Number(req.headers['content-length'] ?? 0);
   if (declared > limit) throw new Refusal(413, `the review is larger than ${limit} bytes`);
+  const late = new Refusal(408, `the review was not sent whole within ${withinMs} ms`);
+  const timer = setTimeout(() => req.destroy(late), withinMs);
   const chunks: Buffer[] = [];
   let size = 0;
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    size += chunk.byteLength;
-    if (size > limit) throw new Refusal(413, `the review is larger than ${limit} bytes`);
-    hold(chunk.byteLength);
-    chunks.push(chunk);
+  try {
+    for await (const chunk of req as AsyncIterable<Buffer>) {
+      size += chunk.byteLength;
+      if (size > limit) throw new Refusal(413, `the review is larger than ${limit} bytes`);
+      hold(chunk.byteLength);
+      chunks.push(chunk);
+    }
+  } finally {
+    clearTimeout(timer);
   }
   return Buffer.concat(chunks);
 }
@@ -205,21 +229,22 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
       sendStatus(res, 405, 'an admission webhook answers POST only');
       return;
     }
+    const peer = req.socket.remoteAddress ?? '';
     let held = 0;
     try {
       await answer(req, res, (bytes) => {
-        heldBytes.take(bytes);
+        heldBytes.take(peer, bytes);
         held += bytes;
       });
     } finally {
-      heldBytes.give(held);
+      heldBytes.give(peer, held);
     }
   };
 
   const answer = async (req: IncomingMessage, res: ServerResponse, hold: (bytes: number) => void): Promise<void> => {
     let body: Buffer;
     try {
-      body = await readBody(req, limit, hold);
+      body = await readBody(req, limit, options.timeoutMs, hold);
     } catch (err) {
       sendStatus(res, err instanceof Refusal ? err.code : 400, (err as Error).message);
       // What is left of an oversize body is not read: the connection goes.

@@ -327,29 +327,44 @@ describe('the webhook listener, over real TLS', () => {
     expect(reached).toHaveLength(1);
   });
 
-  it('refuses nesting past Go\'s depth before parsing, and more bytes of reviews at once than it holds (503)', async () => {
+  it('refuses nesting past Go\'s depth before parsing, more bytes of reviews at once than it holds, and bodies held back', async () => {
     const deep = await post(`${'['.repeat(20_000)}${']'.repeat(20_000)}`);
     expect(deep.status).toBe(400);
     expect(deep.json.message).toContain('nests deeper than 10000 levels');
-    const small = await startWebhookServer({ listen: { host: '127.0.0.1', port: 0 }, operatorPort: port, certDir: dir, timeoutMs: 500, state: () => state, metrics, logger, maxBytesHeld: 600 });
+    const small = await startWebhookServer({ listen: { host: '127.0.0.1', port: 0 }, operatorPort: port, certDir: dir, timeoutMs: 500, state: () => state, metrics, logger, maxBytesHeld: 1000 });
+    // A second caller, from another address.
+    const elsewhere = new Agent({ localAddress: '127.0.0.9', connect: { ca: caPem, servername: DNS } });
     try {
-      const send = async (namespace: string, size: number): Promise<number> => {
+      const send = async (namespace: string, size: number, from = client): Promise<number> => {
         const answer = await request(`${await small.listening}/validate`, {
           method: 'POST',
-          dispatcher: client,
+          dispatcher: from,
           body: JSON.stringify(review(configMapRequest(namespace, { object: { data: { pad: 'x'.repeat(size) } } }))),
         });
         await answer.body.dump();
         return answer.statusCode;
       };
-      // The first is held while its owner stays silent (500 ms); the second does not fit beside it.
+      // The first is held while its owner stays silent (500 ms); a second from the same caller passes its half.
       const held = send(SILENT, 300);
       await new Promise((r) => setTimeout(r, 100));
       expect(await send(MINE, 300)).toBe(503);
+      // Another caller is served meanwhile.
+      expect(await send(MINE, 300, elsewhere)).toBe(200);
       expect(await held).toBe(503);
       // Given back once answered.
       expect(await send(MINE, 300)).toBe(200);
+      // A body held back is dropped once the review's time is up, and what it held is given back.
+      const url = new URL((await small.listening) as string);
+      const stalled = connect({ host: url.hostname, port: Number(url.port), servername: DNS, ca: caPem });
+      stalled.on('error', () => undefined);
+      const closed = new Promise<void>((resolve) => stalled.once('close', () => resolve()));
+      stalled.write(`POST /validate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 900\r\n\r\n${'{'.padEnd(450, ' ')}`);
+      const started = Date.now();
+      await closed;
+      expect(Date.now() - started).toBeLessThan(2_000);
+      expect(await send(MINE, 300)).toBe(200);
     } finally {
+      await elsewhere.close();
       await small.close();
     }
   });
