@@ -9,7 +9,8 @@ import { RouteState } from './route-state.js';
 import { tableRefusal } from './table-admission.js';
 import type { TableStore } from './table-store.js';
 import { SessionRegistry, type OpenSession } from './session-registry.js';
-import { WatchRegistry, type EndReason, type OpenWatch } from './watch-registry.js';
+import type { EndReason } from './open-streams.js';
+import { WatchRegistry, type OpenWatch } from './watch-registry.js';
 
 export interface RouteControllerOptions {
   source: RouteSource;

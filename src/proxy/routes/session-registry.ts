@@ -1,6 +1,6 @@
+import { OpenStreams, type EndReason } from './open-streams.js';
 import type { RouteState } from './route-state.js';
 import type { ClusterShardView } from './shard-view.js';
-import type { EndReason } from './watch-registry.js';
 
 /** An upgraded session (exec, attach, port-forward) as the registry needs it, from its judgement on. */
 export interface OpenSession {
@@ -25,33 +25,8 @@ export function sessionEndReason(state: RouteState, session: Pick<OpenSession, '
  * lost a pod's namespace keeps no shell in it; a table that leaves the namespace to the shard leaves the session be,
  * whatever else it grants or revokes (unlike a watch, a session carries no selector to go stale).
  */
-export class SessionRegistry {
-  private readonly open = new Set<OpenSession>();
-
-  get size(): number {
-    return this.open.size;
-  }
-
-  /** Registers a session, or ends it at once when `state` no longer serves it; returns its unregistration. */
-  add(session: OpenSession, state: RouteState | undefined, onEnded: (session: OpenSession, reason: EndReason) => void): () => void {
-    const reason = state === undefined ? undefined : sessionEndReason(state, session);
-    if (reason !== undefined) {
-      session.end();
-      onEnded(session, reason);
-      return () => undefined;
-    }
-    this.open.add(session);
-    return () => this.open.delete(session);
-  }
-
-  /** Ends the sessions the new state no longer serves. */
-  reconcile(state: RouteState, onEnded: (session: OpenSession, reason: EndReason) => void): void {
-    for (const session of [...this.open]) {
-      const reason = sessionEndReason(state, session);
-      if (reason === undefined) continue;
-      this.open.delete(session);
-      session.end();
-      onEnded(session, reason);
-    }
+export class SessionRegistry extends OpenStreams<OpenSession> {
+  constructor() {
+    super({ endReason: sessionEndReason, end: (session) => session.end() });
   }
 }

@@ -1,3 +1,4 @@
+import { OpenStreams, type EndReason } from './open-streams.js';
 import type { RouteState } from './route-state.js';
 import type { CarriedUnits, ClusterShardView } from './shard-view.js';
 
@@ -13,13 +14,6 @@ export interface OpenWatch {
   /** Told the view of each later table the watch stays open under (its events are judged by that table). */
   retarget?(view: ClusterShardView): void;
 }
-
-/**
- * Why a watch was ended: `reassigned` a unit it carries was revoked (or its limits changed), `fenced` the lease ran
- * out, `cluster-removed` its cluster left the table, `granted` its resource only gained units (the stream cannot
- * carry the gained units' objects, so the operator lists again).
- */
-export type EndReason = 'reassigned' | 'cluster-removed' | 'fenced' | 'granted';
 
 /**
  * Whether a table still serves a watch: undefined when the watch carries exactly what the table gives its resource,
@@ -41,47 +35,19 @@ export function endReason(state: RouteState, watch: Pick<OpenWatch, 'cluster' | 
 /**
  * The watches open through the proxy. When a route table changes, every watch that no longer carries exactly what
  * the new table gives (see endReason) is ended, so the operator lists again under the new selector and never keeps
- * serving a revoked unit from a stream; the others stay open and are told the new table's view. A watch that
- * registers after a table changed (judged under the old one, answered under the new) is held to the same test.
+ * serving a revoked unit from a stream; the others stay open and are told the new table's view (from then on
+ * compared with, and judged by, that table's units).
  */
-export class WatchRegistry {
-  private readonly open = new Set<OpenWatch>();
-
-  /** Registers a watch, or ends it at once when `state` no longer serves it; returns its unregistration. */
-  add(watch: OpenWatch, state: RouteState | undefined, onEnded: (watch: OpenWatch, reason: EndReason) => void): () => void {
-    const reason = state === undefined ? undefined : endReason(state, watch);
-    if (reason !== undefined) {
-      watch.expire();
-      onEnded(watch, reason);
-      return () => undefined;
-    }
-    this.open.add(watch);
-    const entry = state?.clusters.get(watch.cluster);
-    if (entry) {
-      watch.carries = entry.view.carries(watch.group, watch.resource);
-      watch.retarget?.(entry.view);
-    }
-    return () => this.open.delete(watch);
-  }
-
-  get size(): number {
-    return this.open.size;
-  }
-
-  /** Ends the watches the new state invalidates and retargets the others. */
-  reconcile(state: RouteState, onEnded: (watch: OpenWatch, reason: EndReason) => void): void {
-    for (const watch of [...this.open]) {
-      const reason = endReason(state, watch);
-      if (reason === undefined) {
+export class WatchRegistry extends OpenStreams<OpenWatch> {
+  constructor() {
+    super({
+      endReason,
+      end: (watch) => watch.expire(),
+      kept: (state, watch) => {
         const view = state.clusters.get(watch.cluster)!.view;
-        // Same units under a new table: from now on compared with (and judged by) this table's.
         watch.carries = view.carries(watch.group, watch.resource);
         watch.retarget?.(view);
-        continue;
-      }
-      this.open.delete(watch);
-      watch.expire();
-      onEnded(watch, reason);
-    }
+      },
+    });
   }
 }

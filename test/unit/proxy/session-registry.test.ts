@@ -3,7 +3,7 @@ import { decide } from '../../../src/proxy/request/enforce.js';
 import { isRefusal, parseApiRequest } from '../../../src/proxy/request/parse/index.js';
 import { RouteState, type ClusterLink } from '../../../src/proxy/routes/route-state.js';
 import { SessionRegistry, type OpenSession } from '../../../src/proxy/routes/session-registry.js';
-import type { EndReason } from '../../../src/proxy/routes/watch-registry.js';
+import type { EndReason } from '../../../src/proxy/routes/open-streams.js';
 import { bucketOf } from '../../../src/sharding/index.js';
 import type { ClusterRoute } from '../../../src/transport/index.js';
 import { clusterFixture, routeTableFixture } from './route-table-fixture.js';

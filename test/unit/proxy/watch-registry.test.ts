@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { RouteState, type ClusterLink } from '../../../src/proxy/routes/route-state.js';
 import type { ClusterShardView } from '../../../src/proxy/routes/shard-view.js';
-import { WatchRegistry, endReason, type EndReason, type OpenWatch } from '../../../src/proxy/routes/watch-registry.js';
+import type { EndReason } from '../../../src/proxy/routes/open-streams.js';
+import { WatchRegistry, endReason, type OpenWatch } from '../../../src/proxy/routes/watch-registry.js';
 import type { ClusterRoute } from '../../../src/transport/index.js';
 import { clusterFixture, routeTableFixture } from './route-table-fixture.js';
 
