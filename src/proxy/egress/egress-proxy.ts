@@ -4,11 +4,9 @@ import type { Duplex } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { ProxyMetrics } from '../../metrics/index.js';
+import { HOP_BY_HOP } from '../request/parse/index.js';
 import { judge, type RestCall, type RuleClock, type RuleOutcome, type RuleSet } from '../rules/index.js';
 import { connectTarget, requestTarget, urlHost } from './egress-target.js';
-
-/** Hop-by-hop headers (RFC 9110 7.6.1): they describe one connection, never passed on, nor the proxy's own. */
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authorization', 'proxy-authenticate', 'te', 'trailer', 'transfer-encoding', 'upgrade']);
 
 /** The end-to-end headers of a request or answer: hop-by-hop ones and those its `Connection` names left out. */
 function endToEnd(headers: IncomingHttpHeaders): IncomingHttpHeaders {

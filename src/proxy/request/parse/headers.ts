@@ -1,23 +1,27 @@
 /**
- * Headers that never cross the proxy: hop-by-hop headers (they describe the client's connection, not the
- * request; an `Upgrade` among them would make the API server switch protocols on a request judged as plain) and
- * headers that carry authority. The proxy speaks to the API server with its own identity, so a client's
- * credentials, impersonation or front-proxy identity headers would borrow that identity's power.
+ * Hop-by-hop headers (RFC 9110 7.6.1, and HTTP/2's upgrade settings): they describe one connection, not the request,
+ * and are never passed on; nor is what a `Connection` header names.
  */
-const DROPPED = new Set([
-  'host',
+export const HOP_BY_HOP = new Set([
   'connection',
   'keep-alive',
   'proxy-connection',
+  'proxy-authorization',
+  'proxy-authenticate',
   'te',
   'trailer',
   'transfer-encoding',
   'upgrade',
   'http2-settings',
-  'expect',
-  'authorization',
-  'proxy-authorization',
 ]);
+
+/**
+ * Headers that never cross the proxy to the API server: hop-by-hop headers (an `Upgrade` among them would make the
+ * API server switch protocols on a request judged as plain) and headers that carry authority. The proxy speaks to
+ * the API server with its own identity, so a client's credentials, impersonation or front-proxy identity headers
+ * would borrow that identity's power.
+ */
+const DROPPED = new Set([...HOP_BY_HOP, 'host', 'expect', 'authorization']);
 
 export interface HeaderPolicy {
   /** Keep `Impersonate-*` (the operator acts as other users with the proxy's identity's impersonate rights). */

@@ -1,5 +1,5 @@
 export { DEFAULT_MAX_BODY_BYTES, collectUpTo, readBoundedBody } from './body.js';
-export { keptRawHeaders, stripHeaders, type HeaderPolicy } from './headers.js';
+export { HOP_BY_HOP, keptRawHeaders, stripHeaders, type HeaderPolicy } from './headers.js';
 export { encodeSegment } from './percent.js';
 export { isRefusal, parseApiRequest, type ApiRequest } from './parse.js';
 export { type QueryParams } from './query.js';
