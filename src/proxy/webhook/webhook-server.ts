@@ -232,7 +232,7 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
     const peer = req.socket.remoteAddress ?? '';
     let held = 0;
     try {
-      await answer(req, res, (bytes) => {
+      await serveReview(req, res, (bytes) => {
         heldBytes.take(peer, bytes);
         held += bytes;
       });
@@ -241,7 +241,8 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
     }
   };
 
-  const answer = async (req: IncomingMessage, res: ServerResponse, hold: (bytes: number) => void): Promise<void> => {
+  /** Reads one review, holding its bytes with `hold`, and answers it: locally, from its owner, or 503. */
+  const serveReview = async (req: IncomingMessage, res: ServerResponse, hold: (bytes: number) => void): Promise<void> => {
     let body: Buffer;
     try {
       body = await readBody(req, limit, options.timeoutMs, hold);
