@@ -31,7 +31,7 @@ import { ruleStatus, type RuleStatus } from './rule-status.js';
 import { kubeGetter, ShardSelectorProbe } from './shard-selector-probe.js';
 import { ShardingConfigValidator, type ValidatedConfig } from './sharding-configs.js';
 import { shardingConfigStatus, statusChanged } from './sharding-status.js';
-import { registerWebhook, removeWebhook, startWebhookServer, WEBHOOK_PATH, type WebhookTarget, type WebhookTls } from './webhook.js';
+import { registerWebhook, retireWebhook, startWebhookServer, WEBHOOK_PATH, type WebhookTarget, type WebhookTls } from './webhook.js';
 import { mintWebhookTls } from './webhook-tls.js';
 import type { AgentOptions } from './options.js';
 
@@ -112,8 +112,9 @@ export async function startAgent(options: AgentOptions, deps: AgentDependencies)
       // After the loop, so no sync can register the webhook again; a failure must not keep the agent from exiting.
       await loop.stop();
       if (webhook) {
-        await removeWebhook({ kc, cluster: options.cluster }).catch((err: unknown) =>
-          logger.warn({ err: (err as Error).message }, 'could not remove the MutatingWebhookConfiguration; it stays, ignoring failures'),
+        const injection = webhook.inject ? { injection: { target: webhook.target, caPem: webhook.caPem } } : {};
+        await retireWebhook({ kc, cluster: options.cluster, ...injection }).catch((err: unknown) =>
+          logger.warn({ err: (err as Error).message }, 'could not retire the MutatingWebhookConfiguration; it stays as it was'),
         );
       }
       await ops.close();

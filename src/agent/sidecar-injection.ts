@@ -182,18 +182,22 @@ function proxyContainer(target: ProxyTarget, options: SidecarOptions, webhook: W
   };
 }
 
-/** Every `--kubeconfig` flag pointed at the generated file (the last one wins in Go's flag parsing); one appended if none. */
+/**
+ * Every kubeconfig flag pointed at the generated file, in both of Go's spellings (`-kubeconfig` is `--kubeconfig`
+ * to Go's flag package, and the last one wins); one appended if none.
+ */
 function withKubeconfigArg(args: readonly string[]): string[] {
   const out = [...args];
   let found = false;
   for (let i = 0; i < out.length; i += 1) {
-    if (out[i] === '--kubeconfig' && i + 1 < out.length) {
+    const flag = /^--?kubeconfig(=|$)/u.exec(out[i] ?? '');
+    if (!flag) continue;
+    found = true;
+    if (flag[1] === '' && i + 1 < out.length) {
       out[i + 1] = KUBECONFIG_PATH;
       i += 1;
-      found = true;
-    } else if (out[i] === '--kubeconfig' || out[i]?.startsWith('--kubeconfig=')) {
+    } else {
       out[i] = `--kubeconfig=${KUBECONFIG_PATH}`;
-      found = true;
     }
   }
   return found ? out : [...out, `--kubeconfig=${KUBECONFIG_PATH}`];
@@ -264,7 +268,11 @@ export function injectSidecar(pod: PodLike, namespace: string, configs: readonly
   const spec = pod.spec ?? {};
   const containers = spec.containers ?? [];
   const operators = operatorContainerNames(pod);
-  const unknown = [...operators].filter((n) => !containers.some((c) => c.name === n));
+  if (operators.size === 0) {
+    return { kind: 'deny', message: `pod ${namespace}/${name}: no operator container (annotation ${OPERATOR_CONTAINERS_ANNOTATION} names none, and the pod has no container)` };
+  }
+  const names = new Set(containers.map((c) => c.name));
+  const unknown = [...operators].filter((n) => !names.has(n));
   if (unknown.length > 0) {
     return {
       kind: 'deny',

@@ -170,10 +170,19 @@ export async function registerWebhook(options: WebhookRegistration): Promise<voi
 }
 
 /**
- * Deletes the agent's MutatingWebhookConfiguration (gone already is fine). On a clean shutdown the API server
- * should stop calling a webhook that will not answer, rather than wait out its timeout on every write.
+ * On a clean shutdown, the API server should stop calling webhooks that will not answer, rather than wait out their
+ * timeout on every write: the labelling webhooks go (they ignore failures, and the next agent's pass labels what
+ * they missed). The injection webhook, when registered, stays: it fails closed, so a labelled pod created while no
+ * agent runs is refused rather than created without its proxy (an attacker probe, session 19: every agent restart
+ * let such pods through, to run unsharded on their own credentials). Without it the configuration is deleted (gone
+ * already is fine).
  */
-export async function removeWebhook(options: { kc: KubeConfig; cluster: string }): Promise<void> {
+export async function retireWebhook(options: { kc: KubeConfig; cluster: string; injection?: { target: WebhookTarget; caPem: string } }): Promise<void> {
+  const { kc, cluster, injection } = options;
+  if (injection) {
+    await registerWebhook({ kc, cluster, ...injection, skip: [], namespaces: false, resources: [], inject: true });
+    return;
+  }
   try {
     await options.kc.makeApiClient(AdmissionregistrationV1Api).deleteMutatingWebhookConfiguration({ name: webhookConfigurationName(options.cluster) });
   } catch (err) {

@@ -17,7 +17,7 @@ describe('sidecar injection by the agent webhook, in a real API server', () => {
   let core: CoreV1Api;
   let nats: Awaited<ReturnType<typeof privateNats>>;
   let hub: HubHandle;
-  let agent: AgentHandle;
+  let agent: AgentHandle | undefined;
 
   const shardingConfig = (name: string, selector: Record<string, string>) => ({
     apiVersion: 'ctrlmesh.kusionstack.io/v1alpha1',
@@ -170,5 +170,19 @@ describe('sidecar injection by the agent webhook, in a real API server', () => {
     expect(body.message).toContain(
       `pod ${namespace}/demo-1 is selected by 2 ShardingConfigs in namespace ${namespace} (demo, demo-too); exactly one must select it`,
     );
+  });
+
+  // Last: it stops the agent.
+  it('stopped cleanly, the agent keeps the injection webhook only: a labelled pod created meanwhile is refused, never created without its proxy', async () => {
+    await agent?.stop();
+    agent = undefined;
+    const config = await kc.makeApiClient(AdmissionregistrationV1Api).readMutatingWebhookConfiguration({ name: `ctrlmesh-agent-${registryName}` });
+    expect(config.webhooks?.map((w) => w.name)).toEqual(['pods.ctrlmesh.kusionstack.io']);
+    const refusal = await core.createNamespacedPod({ namespace, body: pod('while-down', { app: 'demo', [ENABLE_PROXY_LABEL]: 'true' }) }).then(
+      () => undefined,
+      (err: unknown) => err as ApiException<string>,
+    );
+    expect((JSON.parse(String(refusal?.body)) as { message: string }).message).toContain('failed calling webhook "pods.ctrlmesh.kusionstack.io"');
+    await expect(core.readNamespacedPod({ name: 'while-down', namespace })).rejects.toThrow();
   });
 });

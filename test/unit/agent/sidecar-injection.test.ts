@@ -120,6 +120,15 @@ describe('injectSidecar', () => {
     expect(spaced.spec?.containers?.[0]?.env).toEqual([{ name: 'KUBECONFIG', value: KUBECONFIG_PATH }]);
     const joined = injected(pod([{ name: 'm', args: ['--kubeconfig=/etc/k'] }]));
     expect(joined.spec?.containers?.[0]?.args).toEqual([`--kubeconfig=${KUBECONFIG_PATH}`]);
+    // Go's flag package reads -kubeconfig as --kubeconfig, and the last one wins: an attacker probe (session 19) kept
+    // the operator off the proxy with it.
+    const dashed = injected(pod([{ name: 'm', args: ['--kubeconfig=/a', '-kubeconfig=/admin/kubeconfig', '-kubeconfig', '/b'] }]));
+    expect(dashed.spec?.containers?.[0]?.args).toEqual([`--kubeconfig=${KUBECONFIG_PATH}`, `--kubeconfig=${KUBECONFIG_PATH}`, '-kubeconfig', KUBECONFIG_PATH]);
+  });
+
+  it('refuses a pod whose annotation names no operator container', () => {
+    const decision = injectSidecar(pod([{ name: 'm' }], { annotations: { [OPERATOR_CONTAINERS_ANNOTATION]: ' , ' } }), ns, [demo], options);
+    expect(decision.kind === 'deny' && decision.message).toContain('no operator container');
   });
 
   it('does not add args to a container that relies on its image command (they would replace its CMD)', () => {
