@@ -43,7 +43,14 @@ export interface PodContainer {
 
 /** The parts of a pod the mutation reads. */
 export interface PodLike {
-  metadata?: { name?: string; generateName?: string; namespace?: string; labels?: Record<string, string>; annotations?: Record<string, string> };
+  metadata?: {
+    name?: string;
+    generateName?: string;
+    namespace?: string;
+    labels?: Record<string, string>;
+    annotations?: Record<string, string>;
+    ownerReferences?: { apiVersion: string; kind: string; name: string; controller?: boolean }[];
+  };
   spec?: {
     containers?: PodContainer[];
     initContainers?: PodContainer[];

@@ -74,7 +74,16 @@ interface ListedConfig extends SelectingConfig {
   root: boolean;
 }
 
-async function listConfigs(injector: SidecarInjector, namespace: string, pod: string): Promise<ListedConfig[]> {
+/**
+ * Whether a StatefulSet named `name` controls the pod (its controller owner reference), as for every pod its
+ * controller creates. A pod that is only named like one of them gets no shard: an attacker probe (session 19) had a
+ * bare pod named `sample-0` injected as the shard of ordinal 0.
+ */
+function controlledBy(pod: PodLike, name: string): boolean {
+  return (pod.metadata?.ownerReferences ?? []).some((o) => o.controller === true && o.kind === 'StatefulSet' && o.apiVersion.startsWith('apps/') && o.name === name);
+}
+
+async function listConfigs(injector: SidecarInjector, namespace: string, pod: PodLike): Promise<ListedConfig[]> {
   const list = (await injector.kc.makeApiClient(CustomObjectsApi).listNamespacedCustomObject({
     group: API_GROUP,
     version: API_VERSION.slice(API_GROUP.length + 1),
@@ -93,7 +102,8 @@ async function listConfigs(injector: SidecarInjector, namespace: string, pod: st
     };
     const { model } = validator.validate(item);
     const meaning = model ? shardsOfConfig(model, { homeCluster: cluster, settings }) : undefined;
-    const shard = meaning ? shardOfPod(meaning, pod) : undefined;
+    const owned = meaning?.targetStatefulSet === undefined || controlledBy(pod, meaning.targetStatefulSet);
+    const shard = meaning && owned ? shardOfPod(meaning, pod.metadata?.name ?? '') : undefined;
     if (shard) config.shard = shard.name;
     if (meaning?.webhook) config.webhook = meaning.webhook;
     return config;
@@ -159,7 +169,7 @@ export async function admitPod(request: PodAdmissionRequest, injector: SidecarIn
   if (pod.metadata?.labels?.[ENABLE_PROXY_LABEL] !== 'true') return { uid: request.uid, allowed: true };
   let configs: ListedConfig[];
   try {
-    configs = await listConfigs(injector, namespace, pod.metadata?.name ?? '');
+    configs = await listConfigs(injector, namespace, pod);
   } catch (err) {
     injector.logger.error({ err, namespace }, 'cannot list ShardingConfigs for sidecar injection');
     return refuse(`ctrlmesh agent cannot read the ShardingConfigs of namespace ${namespace} to inject the proxy: ${(err as Error).message}; retry`);
@@ -174,7 +184,7 @@ export async function admitPod(request: PodAdmissionRequest, injector: SidecarIn
   if (selected?.root && selected.shard === undefined) {
     return refuse(
       `pod ${namespace}/${pod.metadata?.name ?? pod.metadata?.generateName ?? ''} is selected by the auto-sharding root ${decision.shardingConfig}, ` +
-        'which assigns shards to the pods of its targetStatefulSet by ordinal, and this pod is none of them',
+        'which assigns shards to the pods its targetStatefulSet controls, by ordinal, and this pod is none of them',
     );
   }
   injector.logger.info({ namespace, pod: pod.metadata?.name ?? pod.metadata?.generateName, shardingConfig: decision.shardingConfig }, 'proxy sidecar injected');

@@ -146,16 +146,25 @@ describe('sidecar injection by the agent webhook, in a real API server', () => {
       },
     });
     const labels = { app: 'sample', [ENABLE_PROXY_LABEL]: 'true' };
-    const created = await core.createNamespacedPod({ namespace, body: pod('sample-1', labels) });
+    // As the StatefulSet controller creates its pods (no controller-manager runs here to remove an orphan).
+    const owned = (name: string): V1Pod => {
+      const p = pod(name, labels);
+      p.metadata!.ownerReferences = [{ apiVersion: 'apps/v1', kind: 'StatefulSet', name: 'sample', uid: '00000000-0000-0000-0000-0000000000aa', controller: true }];
+      return p;
+    };
+    const created = await core.createNamespacedPod({ namespace, body: owned('sample-1') });
     const [sidecar] = created.spec?.initContainers ?? [];
     expect(sidecar?.args?.filter((a) => /^--(operator|shard)=/.test(a))).toEqual([`--operator=${namespace}/sample-root`, `--shard=${registryName}/sample-2-normal`]);
     const secret = created.spec?.volumes?.find((v) => v.name === 'ctrlmesh-proxy-credentials')?.secret;
     expect(secret?.items?.map((i) => i.key)).toEqual(['kubeconfig', 'nats-ca.crt', `${registryName}.sample-2-normal.creds`]);
-    const refusal = await core.createNamespacedPod({ namespace, body: pod('stray', labels) }).then(
-      () => undefined,
-      (err: unknown) => err as ApiException<string>,
-    );
-    expect(String(refusal?.body)).toContain(`is selected by the auto-sharding root sample-root`);
+    const refused = async (body: V1Pod): Promise<string> =>
+      core.createNamespacedPod({ namespace, body }).then(
+        () => 'created',
+        (err: unknown) => String((err as ApiException<string>).body),
+      );
+    expect(await refused(owned('stray'))).toContain(`is selected by the auto-sharding root sample-root`);
+    // Named like an ordinal pod, but no StatefulSet's: no shard (an attacker probe, session 19, had it injected as one).
+    expect(await refused(pod('sample-0', labels))).toContain(`is selected by the auto-sharding root sample-root`);
   });
 
   it('refuses a labelled pod that two ShardingConfigs select, naming them', async () => {
