@@ -290,13 +290,19 @@ describe('the injected proxy of an agent', () => {
     };
     const injector = { kc: kcListing([root]), proxy: proxy(false), logger: pino({ level: 'silent' }) };
     const ordinal1 = pod([{ name: 'manager' }]);
-    ordinal1.metadata = { ...ordinal1.metadata, name: 'demo-1' };
+    const controller = { apiVersion: 'apps/v1', kind: 'StatefulSet', name: 'demo', controller: true };
+    ordinal1.metadata = { ...ordinal1.metadata, name: 'demo-1', ownerReferences: [controller] };
     const response = await admitPod({ uid: 'u1', namespace: ns, object: ordinal1 }, injector);
     const patched = applyPatch(ordinal1, JSON.parse(Buffer.from(response.patch ?? '', 'base64').toString()) as JsonPatchOperation[]);
     expect(patched.spec?.initContainers?.[0]?.args).toContain('--shard=eu-west-1/demo-2-normal');
     const stray = await admitPod({ uid: 'u2', namespace: ns, object: { ...ordinal1, metadata: { ...ordinal1.metadata, name: 'stray' } } }, injector);
     expect(stray.allowed).toBe(false);
     expect(stray.status?.message).toContain('is selected by the auto-sharding root demo-root');
+    // Named like an ordinal pod, but controlled by no StatefulSet of that name, or not as its controller.
+    for (const ownerReferences of [[], [{ ...controller, name: 'other' }], [{ ...controller, controller: false }], [{ ...controller, apiVersion: 'example.com/v1' }]]) {
+      const bare = await admitPod({ uid: 'u3', namespace: ns, object: { ...ordinal1, metadata: { ...ordinal1.metadata, ownerReferences } } }, injector);
+      expect(bare.allowed).toBe(false);
+    }
   });
 });
 
