@@ -12,15 +12,13 @@
  * Prints each storm, then per variant the API server's CPU µs per watch over the rounds, sorted, and the median.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
-import { connect, type ClientHttp2Session, type ClientHttp2Stream } from 'node:http2';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { startApiServer, startEtcd } from '../../src/dev/index.js';
 import { processCpuUs, untilQuiet } from '../bus.js';
+import { configMapsVersion, h2WatchStorm } from './h2-watches.js';
 
 const WATCHES = 2000;
-const STREAMS_PER_CONNECTION = 100;
 const rounds = Number(process.argv[2] ?? '8');
 if (!Number.isInteger(rounds) || rounds < 1) {
   process.stderr.write('usage: watch-pace [rounds]\n');
@@ -45,52 +43,23 @@ const progress = (message: string): void => void process.stderr.write(`watch-pac
 progress('starting etcd and a kube-apiserver');
 const etcd = await startEtcd({ dir: join(dir, 'etcd') });
 const server = await startApiServer({ etcd, name: 'pace', dir: join(dir, 'api') });
-const tls = { ca: server.caPem, cert: server.clientCertPem, key: server.clientKeyPem, rejectUnauthorized: true };
-
-function open(session: ClientHttp2Session, path: string): Promise<ClientHttp2Stream> {
-  return new Promise((resolve, reject) => {
-    const stream = session.request({ ':path': path }, { endStream: true });
-    stream.once('error', reject);
-    stream.once('response', () => resolve(stream));
-  });
-}
-
-async function resourceVersion(): Promise<string> {
-  const session = connect(server.server, tls);
-  try {
-    const stream = await open(session, '/api/v1/namespaces/default/configmaps?limit=1');
-    let body = '';
-    for await (const chunk of stream) body += String(chunk);
-    return (JSON.parse(body) as { metadata: { resourceVersion: string } }).metadata.resourceVersion;
-  } finally {
-    session.close();
-  }
-}
 
 async function storm(variant: Variant, rv: string): Promise<{ ms: number; apiUsPerWatch: number }> {
   const selector = variant.selector ? `&labelSelector=${encodeURIComponent('ctrlmesh.kusionstack.io/shard-hash=26')}` : '';
   const path = `/api/v1/namespaces/default/configmaps?watch=true&allowWatchBookmarks=true&resourceVersion=${rv}${selector}`;
-  const sessions: ClientHttp2Session[] = [];
   const pid = server.pid();
   const cpu0 = await processCpuUs(pid);
   const start = performance.now();
-  await Promise.all(
-    Array.from({ length: WATCHES }, async (_, i) => {
-      if (variant.perMs !== undefined) await sleep(Math.floor(i / variant.perMs));
-      const at = Math.floor(i / STREAMS_PER_CONNECTION);
-      const session = (sessions[at] ??= connect(server.server, tls).on('error', () => undefined));
-      (await open(session, path)).resume();
-    }),
-  );
+  const close = await h2WatchStorm(server, path, WATCHES, variant.perMs);
   const ms = performance.now() - start;
   const apiUsPerWatch = ((await processCpuUs(pid)) - cpu0) / WATCHES;
-  for (const session of sessions) session.destroy();
+  close();
   await untilQuiet(pid);
   return { ms, apiUsPerWatch };
 }
 
 try {
-  const rv = await resourceVersion();
+  const rv = await configMapsVersion(server);
   const perVariant = VARIANTS.map(() => [] as number[]);
   for (let r = 0; r < rounds; r++) {
     for (let k = 0; k < VARIANTS.length; k++) {
