@@ -46,7 +46,7 @@ const WATCH_EVENT_ROUNDS = 5;
 const WATCH_EVENT_UPDATES = 500;
 const WATCH_WRITERS = 8;
 /** Watches opened at once through each proxy, in MANY_WATCH_ROUNDS rounds; every wait for them is bounded. */
-const MANY_WATCHES = 2000;
+export const MANY_WATCHES = 2000;
 const MANY_WATCH_ROUNDS = 3;
 const MANY_WATCH_TIMEOUT_MS = 60_000;
 /** Sections of the proxy rows; BENCH_PROXY_ONLY=<section>[,<section>...] runs those alone. */
@@ -529,10 +529,9 @@ interface ManyWatches {
   close(): Promise<void>;
 }
 
-/** Opens MANY_WATCHES watches at once through `url`, each on a connection of its own (as informers in many pods). */
-async function openManyWatches(url: string, rv: string): Promise<ManyWatches> {
+/** Opens MANY_WATCHES watches of `path` at once through `url`, each on a connection of its own (as informers in many pods). */
+export async function openManyWatches(url: string, path: string): Promise<ManyWatches> {
   const pool = new Pool(url, { connections: null, bodyTimeout: 0, headersTimeout: MANY_WATCH_TIMEOUT_MS, connect: { timeout: MANY_WATCH_TIMEOUT_MS } });
-  const path = `/api/v1/namespaces/${NAMESPACE}/configmaps?watch=true&allowWatchBookmarks=true&resourceVersion=${rv}`;
   const heads: number[] = [];
   let failed = 0;
   let failure = '';
@@ -594,7 +593,7 @@ async function manyWatchRows(bed: Bed): Promise<BenchRow[]> {
       const apiPid = bed.server.pid();
       const [cpu0, api0, overflow0] = [await targetCpuUs(target), await processCpuUs(apiPid), await listenOverflows()];
       const client0 = process.cpuUsage();
-      const opened = await openManyWatches(target.url!, rv);
+      const opened = await openManyWatches(target.url!, `/api/v1/namespaces/${NAMESPACE}/configmaps?watch=true&allowWatchBookmarks=true&resourceVersion=${rv}`);
       const client = process.cpuUsage(client0);
       const [cpu1, api1, overflow1] = [await targetCpuUs(target), await processCpuUs(apiPid), await listenOverflows()];
       perRound[t]!.push({

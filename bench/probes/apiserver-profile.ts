@@ -1,7 +1,7 @@
 /**
  * Where a kube-apiserver's CPU goes while it opens storms of watches, for the storm rows of bench/proxy.ts: storms of
  * 2,000 watches, back to back for as long as the API server's CPU profile (`/debug/pprof/profile`) runs, sent
- * through kubectl proxy (one connection a watch, as the bench's client does) and straight from node:http2 (as the
+ * through kubectl proxy (one connection a watch, the bench's own `openManyWatches`) and straight from node:http2 (as the
  * proxies send them). Each profile is read with `go tool pprof` for the share of the x509 authenticator, which
  * verifies the client certificate on every request.
  *
@@ -15,13 +15,13 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { Agent, Pool, request } from 'undici';
+import { Agent, request } from 'undici';
 import { freePort, resolveTool, startApiServer, startEtcd, type ApiServerHandle } from '../../src/dev/index.js';
 import { waitForLine } from '../harness.js';
 import { processCpuUs, untilQuiet } from '../bus.js';
+import { MANY_WATCHES, openManyWatches } from '../proxy.js';
 import { configMapsVersion, h2WatchStorm } from './h2-watches.js';
 
-const WATCHES = 2000;
 const AUTHENTICATOR = 'x509.(*Authenticator).AuthenticateRequest';
 const seconds = Number(process.argv[2] ?? '25');
 const keep = process.argv[3];
@@ -31,19 +31,6 @@ if (!Number.isInteger(seconds) || seconds < 5) {
 }
 const run = promisify(execFile);
 const progress = (message: string): void => void process.stderr.write(`apiserver-profile: ${message}\n`);
-
-/** 2,000 watches through kubectl proxy, a connection each; resolves once all have their heads. */
-async function kubectlStorm(url: string, path: string): Promise<() => void> {
-  const pool = new Pool(url, { connections: null, bodyTimeout: 0, headersTimeout: 60_000 });
-  await Promise.all(
-    Array.from({ length: WATCHES }, async () => {
-      const res = await pool.request({ method: 'GET', path });
-      res.body.on('error', () => undefined);
-      res.body.resume();
-    }),
-  );
-  return () => void pool.destroy();
-}
 
 /** The total samples and the authenticator's cumulative seconds, from `go tool pprof -top -cum`. */
 async function authenticatorShare(binary: string, profile: string): Promise<{ totalS: number; authS: number }> {
@@ -89,16 +76,19 @@ try {
   const rv = await configMapsVersion(server);
   const path = `/api/v1/namespaces/default/configmaps?watch=true&allowWatchBookmarks=true&resourceVersion=${rv}`;
   const variants: [string, () => Promise<() => void>][] = [
-    ['kubectl proxy', () => kubectlStorm(`http://127.0.0.1:${kubectlPort}`, path)],
-    ['node:http2', () => h2WatchStorm(server, path, WATCHES)],
+    ['kubectl proxy', async () => {
+      const opened = await openManyWatches(`http://127.0.0.1:${kubectlPort}`, path);
+      return () => void opened.close();
+    }],
+    ['node:http2', () => h2WatchStorm(server, path, MANY_WATCHES)],
   ];
   for (const [name, storm] of variants) {
-    progress(`${name}: storms of ${WATCHES} watches for ${seconds} s under the API server's CPU profile`);
+    progress(`${name}: storms of ${MANY_WATCHES} watches for ${seconds} s under the API server's CPU profile`);
     const { profile, storms, cpuUs } = await profileWhile(server, storm);
     const file = join(keep ?? dir, `${name.replace(/\W+/gu, '-')}.pprof`);
     await writeFile(file, profile);
     const { totalS, authS } = await authenticatorShare(binary, file);
-    const watches = storms * WATCHES;
+    const watches = storms * MANY_WATCHES;
     console.log(
       `${name}: ${storms} storms, ${watches} watches; API server ${Math.round(cpuUs / watches)} µs a watch; ` +
         `client-certificate authentication ${((100 * authS) / totalS).toFixed(1)} % of its profile, ${Math.round((authS * 1e6) / watches)} µs a watch${keep ? ` (${file})` : ''}`,

@@ -44,8 +44,8 @@ function canonicalHost(hostname: string): string {
   return host.split('.').includes('') ? '' : host;
 }
 
-/** A host given to the URL parser again comes back the same: the form judged is the form the call uses. */
-function settled(url: URL, host: string): boolean {
+/** Sets the URL's host; false when the parser reads it as another form, so the form judged would not be the one used. */
+function setHost(url: URL, host: string): boolean {
   url.hostname = urlHost(host);
   return canonicalHost(url.hostname) === host;
 }
@@ -65,7 +65,7 @@ export function requestTarget(requestUrl: string): RequestTarget | Refusal {
   }
   if (url.protocol !== 'http:') return { refused: `only http: calls are sent as requests, not ${url.protocol} (https goes through CONNECT)` };
   const host = canonicalHost(url.hostname);
-  if (host === '' || !settled(url, host)) return { refused: `the URL's host "${url.hostname}" has an empty label, or no single form` };
+  if (host === '' || !setHost(url, host)) return { refused: `the URL's host "${url.hostname}" has an empty label, or no single form` };
   url.pathname = decodeUnreserved(url.pathname);
   url.search = decodeUnreserved(url.search);
   url.hash = '';
@@ -86,5 +86,5 @@ export function connectTarget(requestTarget: string): EgressTarget | Refusal {
     return refused;
   }
   const host = canonicalHost(url.hostname);
-  return host === '' || !settled(url, host) ? refused : { host, port };
+  return host === '' || !setHost(url, host) ? refused : { host, port };
 }

@@ -5,7 +5,7 @@ import type { Logger } from 'pino';
 import { Agent, request } from 'undici';
 import type { ListenAddress } from '../../api/index.js';
 import type { ProxyMetrics } from '../../metrics/index.js';
-import { reasonFor } from '../request/status.js';
+import { statusFor } from '../request/status.js';
 import type { RouteState } from '../routes/route-state.js';
 import { readAdmissionReview, WEBHOOK_MAX_BODY_BYTES } from './admission-review.js';
 import { webhookRoute, type WebhookRoute } from './webhook-route.js';
@@ -114,8 +114,7 @@ class HeldBytes {
 
 /** A Status body, as the API server reads a failed webhook call. */
 function sendStatus(res: ServerResponse, code: number, message: string): void {
-  const reason = reasonFor(code);
-  const body = JSON.stringify({ kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason, code });
+  const body = JSON.stringify(statusFor(code, message));
   if (res.headersSent) {
     res.destroy();
     return;
