@@ -707,11 +707,14 @@ async function proxyRows(progress: (message: string) => void, sections: Readonly
     progress('starting the logic-free Node forwarder');
     const files = { ca: join(dir, 'fwd-ca.crt'), cert: join(dir, 'fwd-client.crt'), key: join(dir, 'fwd-client.key') };
     await Promise.all([writeFile(files.ca, server.caPem), writeFile(files.cert, server.clientCertPem), writeFile(files.key, server.clientKeyPem, { mode: 0o600 })]);
+    // BENCH_PROXY_CPU_PROF=<dir>: a CPU profile of every proxy over the whole run (the forwarders' in <dir>/forwarder),
+    // written when it stops, so that ctrlmesh's is read beside the floor's of the same run.
+    const cpuProfile = (into: string): string[] => (process.env.BENCH_PROXY_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${join(process.env.BENCH_PROXY_CPU_PROF, into)}`] : []);
     const startForwarder = async (...mode: string[]): Promise<{ child: ChildProcess; url: string }> => {
       const port = await freePort();
       const child = spawn(
         process.execPath,
-        ['--expose-gc', '--import', pathToFileURL(GC_PROBE).href, FORWARDER, server!.server, files.ca, files.cert, files.key, String(port), ...mode],
+        [...cpuProfile('forwarder'), '--expose-gc', '--import', pathToFileURL(GC_PROBE).href, FORWARDER, server!.server, files.ca, files.cert, files.key, String(port), ...mode],
         { stdio: ['ignore', 'pipe', 'inherit'] },
       );
       children.push(child);
@@ -730,8 +733,7 @@ async function proxyRows(progress: (message: string) => void, sections: Readonly
         process.execPath,
         [
           '--expose-gc', '--import', pathToFileURL(GC_PROBE).href,
-          // BENCH_PROXY_CPU_PROF=<dir>: a CPU profile of the proxy over the whole run, written when it stops.
-          ...(process.env.BENCH_PROXY_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROXY_CPU_PROF}`] : []),
+          ...cpuProfile('.'),
           cli, 'proxy', '--route-table', join(dir, 'table.json'), '--credentials', server!.kubeconfigPath, '--store', join(dir, `store-${name}.json`),
           '--listen', `127.0.0.1:${apiPort}`, '--ops-listen', `127.0.0.1:${opsPort}`, '--log-level', 'warn',
         ],
