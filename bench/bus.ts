@@ -160,6 +160,29 @@ export async function processCpuUs(pid: number | undefined, options: { descendan
   return ns / 1000;
 }
 
+/** The machine's busy and total CPU ticks so far (/proc/stat: user nice system idle iowait irq softirq steal). */
+async function machineTicks(): Promise<{ busy: number; total: number }> {
+  const ticks = (await readFile('/proc/stat', 'utf8')).slice(0, 256).split('\n', 1)[0]!.trim().split(/\s+/u).slice(1, 9).map(Number);
+  const total = ticks.reduce((sum, t) => sum + t, 0);
+  return { busy: total - ticks[3]! - ticks[4]!, total };
+}
+
+/**
+ * Waits at least 2 s, then until the whole machine used under a quarter of one core over half a second (at most
+ * 20 s): every process a storm touched (the proxy, the API server, the client, the kernel's sockets) has let it go.
+ */
+export async function untilMachineQuiet(): Promise<void> {
+  await sleep(2000);
+  const cores = availableParallelism();
+  for (const deadline = Date.now() + 20_000; Date.now() < deadline; ) {
+    const before = await machineTicks();
+    await sleep(500);
+    const after = await machineTicks();
+    const total = after.total - before.total;
+    if (total > 0 && ((after.busy - before.busy) / total) * cores < 0.25) return;
+  }
+}
+
 /** Waits at least 2 s, then until the process used under 10 % of a core over half a second (at most 20 s). */
 export async function untilQuiet(pid: number | undefined): Promise<void> {
   await sleep(2000);
