@@ -4,13 +4,13 @@ import { loadavg, tmpdir } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { gunzipSync } from 'node:zlib';
-import { Pool } from 'undici';
-import { freePort, resolveTool, startApiServer, startEtcd, type ApiServerHandle, type EtcdHandle } from '../src/dev/index.js';
+import { Pool, type Dispatcher } from 'undici';
+import { freePort, resolveTool, startApiServer, startEtcd, writeKubeconfig, type ApiServerHandle, type EtcdHandle } from '../src/dev/index.js';
 import { ClusterShardView, decide, isRefusal, parseApiRequest } from '../src/proxy/index.js';
 import { bucketOf } from '../src/sharding/index.js';
 import type { RouteTable } from '../src/transport/index.js';
 import CircuitBreaker from 'opossum';
-import { benchRouteTable, stopBenchBed } from './bench-bed.js';
+import { bearer, benchCredentials, benchRouteTable, serviceAccountToken, stopBenchBed } from './bench-bed.js';
 import { median, processCpuUs, untilMachineQuiet } from './bus.js';
 import { cpuNs, loadRow, percentile, round, timePerOp, waitForLine, type Benchmark, type BenchRow } from './harness.js';
 import { shardSelectionRows } from './shard-selection.js';
@@ -55,7 +55,7 @@ type Section = (typeof SECTIONS)[number];
 
 interface Target {
   name: string;
-  pool: Pool;
+  pool: Dispatcher;
   /** The serving process, for its CPU time per request (none for direct calls). */
   pid?: number;
   /** It serves from worker processes: their CPU counts too. */
@@ -687,16 +687,32 @@ async function manyWatchRows(bed: Bed): Promise<BenchRow[]> {
 async function proxyRows(progress: (message: string) => void, sections: ReadonlySet<Section>): Promise<BenchRow[]> {
   const dir = await mkdtemp(join(tmpdir(), 'ctrlmesh-bench-proxy-'));
   const children: ChildProcess[] = [];
-  const pools: Pool[] = [];
+  const pools: Dispatcher[] = [];
   let etcd: EtcdHandle | undefined;
   let server: ApiServerHandle | undefined;
   try {
     progress('starting etcd and a kube-apiserver');
     etcd = await startEtcd({ dir: join(dir, 'etcd') });
     server = await startApiServer({ etcd, name: 'bench', dir: join(dir, 'bench') });
-    const tls = { ca: server.caPem, cert: server.clientCertPem, key: server.clientKeyPem, rejectUnauthorized: true };
-    const direct: Target = { name: 'direct', pool: new Pool(server.server, { connections: CONCURRENCY, connect: tls }) };
+    // Every target (direct calls and the three proxies) authenticates alike: by default with a ServiceAccount's token,
+    // as a deployed sidecar should; BENCH_PROXY_CREDENTIALS=client-certificate uses the admin's client certificate.
+    const credentials = benchCredentials();
+    const admin = new Pool(server.server, { connections: 1, connect: { ca: server.caPem, cert: server.clientCertPem, key: server.clientKeyPem, rejectUnauthorized: true } });
+    pools.push(admin);
+    const token = credentials === 'token' ? await serviceAccountToken(admin) : undefined;
+    const proxyKubeconfig = join(dir, 'proxy.kubeconfig');
+    await writeKubeconfig(proxyKubeconfig, [
+      { name: server.name, server: server.server, caPem: server.caPem, ...(token === undefined ? { clientCertPem: server.clientCertPem, clientKeyPem: server.clientKeyPem } : { token }) },
+    ]);
+    const direct: Target = {
+      name: 'direct',
+      pool:
+        token === undefined
+          ? new Pool(server.server, { connections: CONCURRENCY, connect: { ca: server.caPem, cert: server.clientCertPem, key: server.clientKeyPem, rejectUnauthorized: true } })
+          : new Pool(server.server, { connections: CONCURRENCY, connect: { ca: server.caPem, rejectUnauthorized: true } }).compose(bearer(token)),
+    };
     pools.push(direct.pool);
+    progress(`every target authenticates with ${credentials === 'token' ? "a ServiceAccount's token" : "the admin's client certificate"}`);
     const bucket = bucketOf(NAMESPACE, { algorithm: 'kusionstack', bucketCount: 32 });
     const labels = { [HASH_LABEL]: String(bucket) };
     const create = async (path: string, object: unknown): Promise<void> => {
@@ -712,15 +728,15 @@ async function proxyRows(progress: (message: string) => void, sections: Readonly
     progress('starting kubectl proxy');
     const kubectl = await resolveTool('kubectl', { onProgress: progress });
     const kubectlPort = await freePort();
-    const kubectlProxy = spawn(kubectl.path, ['proxy', `--port=${kubectlPort}`, '--address=127.0.0.1', `--kubeconfig=${server.kubeconfigPath}`], {
+    const kubectlProxy = spawn(kubectl.path, ['proxy', `--port=${kubectlPort}`, '--address=127.0.0.1', `--kubeconfig=${proxyKubeconfig}`], {
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     children.push(kubectlProxy);
     await waitForLine(kubectlProxy, /Starting to serve on/);
 
     progress('starting the logic-free Node forwarder');
-    const files = { ca: join(dir, 'fwd-ca.crt'), cert: join(dir, 'fwd-client.crt'), key: join(dir, 'fwd-client.key') };
-    await Promise.all([writeFile(files.ca, server.caPem), writeFile(files.cert, server.clientCertPem), writeFile(files.key, server.clientKeyPem, { mode: 0o600 })]);
+    const caFile = join(dir, 'fwd-ca.crt');
+    await writeFile(caFile, server.caPem);
     // BENCH_PROXY_CPU_PROF=<dir>: a CPU profile of every proxy over the whole run (the forwarders' in <dir>/forwarder),
     // written when it stops, so that ctrlmesh's is read beside the floor's of the same run.
     const cpuProfile = (into: string): string[] => (process.env.BENCH_PROXY_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${join(process.env.BENCH_PROXY_CPU_PROF, into)}`] : []);
@@ -728,7 +744,7 @@ async function proxyRows(progress: (message: string) => void, sections: Readonly
       const port = await freePort();
       const child = spawn(
         process.execPath,
-        [...cpuProfile('forwarder'), '--expose-gc', '--import', pathToFileURL(GC_PROBE).href, FORWARDER, server!.server, files.ca, files.cert, files.key, String(port), ...mode],
+        [...cpuProfile('forwarder'), '--expose-gc', '--import', pathToFileURL(GC_PROBE).href, FORWARDER, server!.server, caFile, proxyKubeconfig, String(port), ...mode],
         { stdio: ['ignore', 'pipe', 'inherit'] },
       );
       children.push(child);
@@ -748,7 +764,7 @@ async function proxyRows(progress: (message: string) => void, sections: Readonly
         [
           '--expose-gc', '--import', pathToFileURL(GC_PROBE).href,
           ...cpuProfile('.'),
-          cli, 'proxy', '--route-table', join(dir, 'table.json'), '--credentials', server!.kubeconfigPath, '--store', join(dir, `store-${name}.json`),
+          cli, 'proxy', '--route-table', join(dir, 'table.json'), '--credentials', proxyKubeconfig, '--store', join(dir, `store-${name}.json`),
           '--listen', `127.0.0.1:${apiPort}`, '--ops-listen', `127.0.0.1:${opsPort}`, '--log-level', 'warn',
         ],
         { stdio: ['ignore', 'pipe', 'inherit'] },

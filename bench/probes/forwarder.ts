@@ -1,10 +1,13 @@
 /**
  * The logic-free Node forwarder bench/proxy.ts measures beside kubectl proxy and ctrlmesh proxy: node:http in front,
- * one undici Pool to the API server behind (the same pool settings and client certificate as ctrlmesh's upstream),
+ * one undici Pool to the API server behind (the same pool settings and credentials as ctrlmesh's upstream),
  * request and response bodies streamed, no judgement (no parsing, routing, selector, breaker or metrics). Only the
  * hop-by-hop headers are dropped, which HTTP requires. What it costs is the floor a Node proxy can reach.
  *
- *   node dist/bench/probes/forwarder.js <https://api-server> <ca file> <client cert file> <client key file> <port> [h2-watches]
+ *   node dist/bench/probes/forwarder.js <https://api-server> <ca file> <kubeconfig> <port> [h2-watches]
+ *
+ * The kubeconfig's first context gives the credentials (a client certificate and key, or a token), read as ctrlmesh
+ * proxy reads its `--credentials`.
  *
  * With `h2-watches`, watches go instead as streams of a few node:http2 connections (as many streams on each as the
  * server allows), as ctrlmesh's do: the floor of a Node proxy for a storm of watches opened at once.
@@ -16,13 +19,22 @@ import { readFileSync } from 'node:fs';
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import { connect, constants, type ClientHttp2Session } from 'node:http2';
 import { Pool } from 'undici';
+import { loadCredentials } from '../../src/proxy/upstream/credentials.js';
 
-const [upstream, caFile, certFile, keyFile, port, mode] = process.argv.slice(2);
-if (!upstream || !caFile || !certFile || !keyFile || !port || (mode !== undefined && mode !== 'h2-watches')) {
-  process.stderr.write('usage: forwarder <https://api-server> <ca file> <client cert file> <client key file> <port> [h2-watches]\n');
+const [upstream, caFile, kubeconfig, port, mode] = process.argv.slice(2);
+if (!upstream || !caFile || !kubeconfig || !port || (mode !== undefined && mode !== 'h2-watches')) {
+  process.stderr.write('usage: forwarder <https://api-server> <ca file> <kubeconfig> <port> [h2-watches]\n');
   process.exit(2);
 }
-const tls = { ca: readFileSync(caFile, 'utf8'), cert: readFileSync(certFile, 'utf8'), key: readFileSync(keyFile, 'utf8'), rejectUnauthorized: true };
+const [credentials] = loadCredentials(kubeconfig).values();
+const tls = {
+  ca: readFileSync(caFile, 'utf8'),
+  ...(credentials?.certPem === undefined ? {} : { cert: credentials.certPem }),
+  ...(credentials?.keyPem === undefined ? {} : { key: credentials.keyPem }),
+  rejectUnauthorized: true,
+};
+/** Sent with every request when the credentials are a token. */
+const authorization = credentials?.token === undefined ? {} : { authorization: `Bearer ${credentials.token}` };
 
 const pool = new Pool(upstream, {
   // As ctrlmesh's ClusterUpstream: every watch holds a connection of its own, watches stream without a body
@@ -64,7 +76,7 @@ function sessionWithRoom(): { session: ClientHttp2Session; streams: number } {
 
 function watchOverHttp2(req: IncomingMessage, res: ServerResponse): void {
   const connection = sessionWithRoom();
-  const stream = connection.session.request({ ...endToEnd(req.headers), ':method': 'GET', ':path': req.url ?? '/' }, { endStream: true });
+  const stream = connection.session.request({ ...endToEnd(req.headers), ...authorization, ':method': 'GET', ':path': req.url ?? '/' }, { endStream: true });
   connection.streams++;
   stream.once('close', () => connection.streams--);
   stream.once('response', (head) => {
@@ -93,7 +105,7 @@ const server = createServer((req, res) => {
   const hasBody = req.method !== 'GET' && req.method !== 'HEAD' && req.method !== 'DELETE';
   pool
     .stream(
-      { method: req.method as 'GET', path: req.url ?? '/', headers: endToEnd(req.headers), body: hasBody ? req : null, signal: controller.signal },
+      { method: req.method as 'GET', path: req.url ?? '/', headers: { ...endToEnd(req.headers), ...authorization }, body: hasBody ? req : null, signal: controller.signal },
       ({ statusCode, headers }) => {
         res.writeHead(statusCode, endToEnd(headers as IncomingHttpHeaders));
         // Node sends the head with the first body bytes. A response of unknown length may stay quiet (a watch): its
