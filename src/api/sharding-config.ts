@@ -48,6 +48,13 @@ const ResourceSelectorSchema = Type.Object(
   closed,
 );
 
+/**
+ * The most pods an auto-sharding root may place (canary replicas plus shardingSize x everyShardReplicas). Its children
+ * are computed on every planning pass, pod ordinals included, from whatever a member cluster reports: an unbounded
+ * count let one report exhaust the hub's memory (attacker probe, session 20). No operator runs that many replicas.
+ */
+export const MAX_ROOT_PODS = 10_000;
+
 const RootSchema = Type.Object(
   {
     disable: Type.Optional(Type.Boolean()),
@@ -56,7 +63,7 @@ const RootSchema = Type.Object(
     canary: Type.Optional(
       Type.Object(
         {
-          replicas: Type.Integer({ minimum: 0 }),
+          replicas: Type.Integer({ minimum: 0, maximum: MAX_ROOT_PODS }),
           inNamespaces: Type.Optional(Type.Array(Type.String())),
           inShardHash: Type.Optional(Type.Array(IntOrString({ description: 'a bucket number' }))),
         },
@@ -67,7 +74,7 @@ const RootSchema = Type.Object(
       Type.Object(
         {
           shardingSize: Type.Integer({ minimum: 1, description: 'number of normal shards' }),
-          everyShardReplicas: Type.Integer({ minimum: 1, description: 'pods per normal shard' }),
+          everyShardReplicas: Type.Integer({ minimum: 1, maximum: MAX_ROOT_PODS, description: 'pods per normal shard' }),
         },
         closed,
       ),
@@ -240,6 +247,10 @@ export function shardingConfigProblems(spec: ShardingConfigSpec, bucketCount: nu
         problems.push({ path: `spec.root.canary.inShardHash[${i}]`, reason: `must be a bucket number from 0 to ${bucketCount - 1}` });
       }
     });
+    const pods = (root.canary?.replicas ?? 0) + (root.auto ? root.auto.shardingSize * root.auto.everyShardReplicas : 0);
+    if (pods > MAX_ROOT_PODS) {
+      problems.push({ path: 'spec.root.auto', reason: `the root places ${pods} pods (canary replicas + shardingSize x everyShardReplicas); at most ${MAX_ROOT_PODS}` });
+    }
     if (root.auto) {
       const run = Math.ceil(bucketCount / root.auto.shardingSize);
       if (run * (root.auto.shardingSize - 1) >= bucketCount) {

@@ -9,6 +9,7 @@ import {
   type Assignment,
   type HashSettings,
   type OperatorInput,
+  type PlanInput,
   type Ownership,
 } from '../sharding/index.js';
 import type { ClusterReport, TableRule } from '../transport/index.js';
@@ -38,6 +39,26 @@ function shardEndpoints(reports: Iterable<ClusterReport>): Map<string, string[]>
     }
   }
   return endpoints;
+}
+
+/**
+ * Plans every operator at once; when that throws (one operator's shards cannot be placed under the fleet's hash
+ * settings, say), plans each alone and freezes the ones that throw, so that one operator's failure stops no other's.
+ */
+function planIsolated(input: Omit<PlanInput, 'operators'>, operators: OperatorInput[], previous: Assignment, frozen: Set<string>): Assignment {
+  try {
+    return plan({ ...input, operators }, previous).assignment;
+  } catch {
+    const assignment: Assignment = { operators: {} };
+    for (const operator of operators) {
+      try {
+        Object.assign(assignment.operators, plan({ ...input, operators: [operator] }, previous).assignment.operators);
+      } catch {
+        frozen.add(operator.name);
+      }
+    }
+    return assignment;
+  }
 }
 
 /**
@@ -72,7 +93,16 @@ export function desiredPlan(input: DesiredInput): FleetPlan {
       if (result.ok && result.model.kind === 'ShardingConfig') models.push(result.model);
       else frozen.add(`${config.namespace}/${config.name}`);
     }
-    for (const meaning of shardsOfConfigs(models, { homeCluster: cluster, settings: clusterSettings })) {
+    let meanings: ReturnType<typeof shardsOfConfigs>;
+    try {
+      meanings = shardsOfConfigs(models, { homeCluster: cluster, settings: clusterSettings });
+    } catch {
+      // One cluster's configs that cannot be read together (two claiming one shard name, say) freeze its own
+      // operators, never every other cluster's pass (attacker probe, session 20).
+      for (const model of models) frozen.add(`${model.namespace}/${model.name}`);
+      meanings = [];
+    }
+    for (const meaning of meanings) {
       const op = operatorInput(meaning, (s) => s.name);
       const merged = operators.get(op.name) ?? { name: op.name, multicluster: false, shards: [] };
       merged.multicluster = merged.multicluster || (op.multicluster ?? false);
@@ -95,20 +125,17 @@ export function desiredPlan(input: DesiredInput): FleetPlan {
   for (const [operator, shards] of input.previous) {
     previous.operators[operator] = Object.fromEntries(Object.entries(shards).map(([shard, units]) => [shard, Object.fromEntries(bucketsOfUnits(units))]));
   }
-  const result = plan(
-    {
-      hash: { algorithm: settings.algorithm, bucketCount: settings.bucketCount },
-      clusters: [...input.clusters].map(([name, c]) => ({ name, labels: c.labels, health: input.health.get(name) ?? 'Unknown' })),
-      weights,
-      operators: [...operators.values()],
-    },
-    previous,
-  );
+  const planInput = {
+    hash: { algorithm: settings.algorithm, bucketCount: settings.bucketCount },
+    clusters: [...input.clusters].map(([name, c]) => ({ name, labels: c.labels, health: input.health.get(name) ?? 'Unknown' as const })),
+    weights,
+  };
+  const assignment = planIsolated(planInput, [...operators.values()], previous, frozen);
 
   const filtering = new Set([...input.reports].filter(([name, report]) => input.clusters.has(name) && report.shardSelectors === true).map(([name]) => name));
   const endpoints = webhooks.size > 0 ? shardEndpoints(input.reports.values()) : new Map<string, string[]>();
   const planned: OperatorPlan[] = [];
-  for (const [operator, shards] of Object.entries(result.assignment.operators)) {
+  for (const [operator, shards] of Object.entries(assignment.operators)) {
     const input = operators.get(operator);
     const spanned = new Set<string>(input?.shards.map((s) => s.homeCluster) ?? []);
     const shardPlans: ShardPlan[] = Object.entries(shards).map(([name, clusters]) => {

@@ -14,6 +14,7 @@ import {
   type HandoverStateRecord,
   type RouteTable,
 } from '../transport/index.js';
+import { reportProblem } from './report-check.js';
 
 export interface PublishedRoute {
   table: RouteTable;
@@ -124,7 +125,8 @@ export class Fleet {
       if (entry.operation !== 'PUT') this.#reports.delete(name);
       else {
         const report = receiveMessage(Messages.clusterReport, entry.value, this.source(Buckets.state, entry));
-        if (report && report.cluster === name) this.#reports.set(name, report);
+        // Stored before the hub checked reports on arrival, perhaps: read back under the same check.
+        if (report && report.cluster === name && reportProblem(report) === undefined) this.#reports.set(name, report);
       }
     } else if (prefix === 'handover') {
       this.#corruptHandovers.delete(name);

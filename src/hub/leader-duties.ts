@@ -21,6 +21,7 @@ import {
 import type { Fleet } from './fleet.js';
 import type { HubOptions } from './options.js';
 import { decideRegistration, type RegistrationChannel } from './registration.js';
+import { reportProblem } from './report-check.js';
 
 export interface LeaderDutiesOptions extends Pick<HubOptions, 'tokens' | 'agentIssuer'> {
   link: NatsLink;
@@ -104,6 +105,11 @@ export function createLeaderDuties(options: LeaderDutiesOptions): LeaderDuties {
     }
     if (!fleet.clusters.has(report.cluster)) {
       logger.warn({ cluster: report.cluster }, 'dropped a report from an unregistered cluster');
+      return;
+    }
+    const refused = reportProblem(report);
+    if (refused !== undefined) {
+      logger.warn({ cluster: report.cluster, problem: refused }, 'dropped a report the hub cannot plan with; the last good one stays');
       return;
     }
     const known = fleet.reports.get(report.cluster);

@@ -100,7 +100,8 @@ export const ReportedNamespaceSchema = Type.Object({ name, labels }, { additiona
 
 /** Objects of one related resource in one namespace (the planner's weights). */
 export const ObjectCountSchema = Type.Object(
-  { namespace: Type.String(), resource: Type.String({ minLength: 1 }), count: Type.Integer({ minimum: 0 }) },
+  // At most a billion: the planner sums counts into weights, and a report of 1e308 made every sum Infinity.
+  { namespace: Type.String(), resource: Type.String({ minLength: 1 }), count: Type.Integer({ minimum: 0, maximum: 1_000_000_000 }) },
   { additionalProperties: false },
 );
 
@@ -114,7 +115,7 @@ export const ClusterReportSchema = Type.Object(
     hash: Type.Object(
       {
         algorithm: Type.Union([Type.Literal('kusionstack'), Type.Literal('fnv'), Type.Literal('fnv-range')]),
-        bucketCount: Type.Integer({ minimum: 1 }),
+        bucketCount: Type.Integer({ minimum: 1, maximum: 65536 }),
         labels: Type.Object({ hash: Type.String(), namespace: Type.String(), control: Type.String() }, { additionalProperties: false }),
       },
       { additionalProperties: false },

@@ -1,0 +1,96 @@
+// A member cluster's report is that cluster's word alone: what an attacker who controls one member cluster (its API
+// server and its agent's identity) reports must not stop the hub's passes for everyone else nor reach their tables
+// (attacker probe of session 20, reproduced on the pure cores; the hub drops a report reportProblem names).
+import { describe, expect, it } from 'vitest';
+import { validateManifest } from '../../../src/api/index.js';
+import { desiredPlan } from '../../../src/hub/desired.js';
+import { reportProblem } from '../../../src/hub/report-check.js';
+import { MESSAGE_SCHEMA_VERSION, Messages, encodeMessage, type ClusterReport, type ReportedObject } from '../../../src/transport/index.js';
+
+const hash = {
+  algorithm: 'fnv-range' as const,
+  bucketCount: 32,
+  labels: { hash: 'ctrlmesh.kusionstack.io/sharding-hash', namespace: 'ctrlmesh.kusionstack.io/namespace', control: 'ctrlmesh.kusionstack.io/control' },
+};
+
+function config(namespace: string, name: string, spec: unknown): ReportedObject {
+  return { namespace, name, generation: 1, manifest: { apiVersion: 'ctrlmesh.kusionstack.io/v1alpha1', kind: 'ShardingConfig', metadata: { name, namespace }, spec } };
+}
+
+function root(namespace: string, name: string, auto: { shardingSize: number; everyShardReplicas: number }): ReportedObject {
+  return config(namespace, name, {
+    root: { prefix: name, targetStatefulSet: name, auto, resourceSelector: [{ apiGroups: [''], resources: ['configmaps'] }] },
+    selector: { matchLabels: { app: name } },
+  });
+}
+
+function report(cluster: string, configs: ReportedObject[], extra: Partial<ClusterReport> = {}): ClusterReport {
+  return {
+    schema: MESSAGE_SCHEMA_VERSION,
+    cluster,
+    sentAt: '2026-01-01T00:00:00.000Z',
+    hash,
+    shardingConfigs: configs,
+    circuitBreakers: [],
+    faultInjections: [],
+    pods: [],
+    namespaces: [],
+    objectCounts: [],
+    ...extra,
+  };
+}
+
+const clusters = new Map([
+  ['evil', { labels: {} }],
+  ['prod-a', { labels: {} }],
+]);
+const health = new Map([
+  ['evil', 'Ready' as const],
+  ['prod-a', 'Ready' as const],
+]);
+const prodRoot = root('operator-prod', 'prod', { shardingSize: 2, everyShardReplicas: 1 });
+
+describe('a rogue member cluster reports', () => {
+  it('a root of a billion replicas: invalid, naming the field, and planned in no time while prod plans on', () => {
+    const huge = root('evil-ns', 'huge', { shardingSize: 1, everyShardReplicas: 1_000_000_000 });
+    const result = validateManifest(huge.manifest, { bucketCount: 32 });
+    expect(result.ok).toBe(false);
+    if (!result.ok) expect(result.problems.map((p) => p.path)).toContain('spec.root.auto.everyShardReplicas');
+    const started = performance.now();
+    const plan = desiredPlan({ clusters, reports: new Map([['evil', report('evil', [huge])], ['prod-a', report('prod-a', [prodRoot])]]), health, previous: new Map() });
+    expect(performance.now() - started).toBeLessThan(2000);
+    expect(plan.frozen).toEqual(['evil-ns/huge']);
+    expect(plan.operators.map((o) => o.operator)).toEqual(['operator-prod/prod']);
+  });
+
+  it('a root within each field but over the total pods: invalid at spec.root.auto', () => {
+    const many = root('evil-ns', 'many', { shardingSize: 4, everyShardReplicas: 5000 });
+    const result = validateManifest(many.manifest, { bucketCount: 32 });
+    expect(result.ok).toBe(false);
+    if (!result.ok) expect(result.problems.find((p) => p.path === 'spec.root.auto')?.reason).toMatch(/20000 pods.*at most 10000/u);
+  });
+
+  it('two configs that claim one shard: only its own operators freeze, prod is planned', () => {
+    const a = config('evil-ns', 'twin', { limits: [{ relateResources: [{ apiGroups: [''], resources: ['configmaps'] }] }] });
+    const plan = desiredPlan({ clusters, reports: new Map([['evil', report('evil', [a, a])], ['prod-a', report('prod-a', [prodRoot])]]), health, previous: new Map() });
+    expect(plan.operators.map((o) => o.operator)).toEqual(['operator-prod/prod']);
+    expect(plan.frozen).toEqual(['evil-ns/twin']);
+  });
+
+  it('is dropped on arrival when it names hash settings the planner cannot use, another cluster\'s shard, or an object twice', () => {
+    expect(reportProblem(report('prod-a', [prodRoot]))).toBeUndefined();
+    expect(reportProblem(report('evil', [], { hash: { ...hash, labels: { ...hash.labels, hash: 'not a key!' } } }))).toMatch(/^hash: label key for hash/u);
+    expect(reportProblem(report('evil', [], { hash: { ...hash, bucketCount: 70_000 } }))).toMatch(/^hash: bucket count/u);
+    const stolen = { namespace: 'evil-ns', name: 'p', labels: {}, ready: true, ip: '10.66.6.6', shard: 'prod-a/prod-2-normal' };
+    expect(reportProblem(report('evil', [], { pods: [stolen] }))).toMatch(/claims shard "prod-a\/prod-2-normal" of another cluster/u);
+    // A cluster whose name begins like another's is still another cluster.
+    expect(reportProblem(report('prod', [], { pods: [stolen] }))).toMatch(/another cluster/u);
+    expect(reportProblem(report('prod-a', [], { pods: [stolen] }))).toBeUndefined();
+    expect(reportProblem(report('evil', [prodRoot, prodRoot]))).toBe('ShardingConfig operator-prod/prod is listed twice');
+  });
+
+  it('counts past a billion or bucket counts past 65,536 are no report at all (the message schema)', () => {
+    expect(() => encodeMessage(Messages.clusterReport, report('evil', [], { objectCounts: [{ namespace: 'x', resource: 'configmaps', count: 1e308 }] }))).toThrow();
+    expect(() => encodeMessage(Messages.clusterReport, report('evil', [], { hash: { ...hash, bucketCount: 70_000 } }))).toThrow();
+  });
+});
