@@ -7,10 +7,9 @@ import {
   Millis,
   ObjectName,
   ReadonlyList,
-  StringEnum,
   type OptionsResult,
 } from '../api/index.js';
-import { HASH_ALGORITHMS } from '../sharding/index.js';
+import { HashOptionsSchema, hashOptionsProblem } from '../sharding/index.js';
 import { NatsClientConfigSchema } from '../transport/index.js';
 import { DEFAULT_SKIPPED_NAMESPACES } from './labels.js';
 
@@ -26,14 +25,7 @@ export const AgentOptionsSchema = Type.Object(
     /** The bootstrap identity's connection: exchanged at registration for the cluster's own (src/agent/register.ts). */
     nats: NatsClientConfigSchema,
     token: Type.String(),
-    hash: Type.Object(
-      {
-        algorithm: Type.Optional(StringEnum(HASH_ALGORITHMS)),
-        bucketCount: Type.Optional(Type.Integer({ minimum: 1, maximum: 65_536 })),
-        labels: Type.Optional(Type.Object({ hash: Type.Optional(text), namespace: Type.Optional(text), control: Type.Optional(text) }, strict)),
-      },
-      strict,
-    ),
+    hash: HashOptionsSchema,
     /** API server URL the proxies should use, when it differs from the kubeconfig's. */
     advertisedServer: Type.Optional(Type.String()),
     heartbeatMs: Millis(100, 600_000),
@@ -113,6 +105,8 @@ export function agentOptionProblems(options: AgentOptions): string[] {
   if (options.advertisedServer !== undefined && !/^https:\/\/[^/]/.test(options.advertisedServer)) {
     problems.push(`advertise-server must be an https:// URL (proxies verify the API server), not "${options.advertisedServer}"`);
   }
+  const hash = hashOptionsProblem(options.hash);
+  if (hash !== undefined) problems.push(hash);
   if (options.reportRepeatMs < options.heartbeatMs) problems.push('reports must not repeat more often than heartbeats');
   if (options.sidecar && !options.webhook) problems.push('proxy-image needs the webhook (webhook-listen): the injected proxy comes with it');
   return problems;

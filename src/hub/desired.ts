@@ -13,10 +13,13 @@ import {
   type Ownership,
 } from '../sharding/index.js';
 import type { ClusterReport, TableRule } from '../transport/index.js';
+import { sameHashSettings } from './report-check.js';
 import type { ClusterHealth } from './health.js';
 import type { FleetPlan, OperatorPlan, ShardPlan } from './plan.js';
 
 export interface DesiredInput {
+  /** The fleet's hash settings, where the hub was given them: a cluster whose agent labels otherwise is left out. */
+  hash?: HashSettings;
   clusters: ReadonlyMap<string, { labels: Record<string, string> }>;
   reports: ReadonlyMap<string, ClusterReport>;
   health: ReadonlyMap<string, ClusterHealth>;
@@ -77,14 +80,20 @@ export function desiredPlan(input: DesiredInput): FleetPlan {
   const objectLabels = new Map<string, ObjectLabels>();
   const objectSharding = new Map<string, ResourceGroup[]>();
   const frozen = new Set<string>();
-  let settings: HashSettings | undefined;
   const weights: { cluster: string; namespace: string; objects: number }[] = [];
   /** The valid rules of each cluster by namespace, validated once per plan. */
   const rules = new Map<string, Map<string, TableRule[]>>();
 
+  /** Clusters left out of this plan: their agent labels by other hash settings than the hub's. */
+  const outOfStep = new Set<string>();
+  let settings: HashSettings | undefined = input.hash;
   for (const [cluster, report] of [...input.reports].sort(([a], [b]) => (a < b ? -1 : 1))) {
     if (!input.clusters.has(cluster)) continue;
     const clusterSettings = createHashSettings(report.hash);
+    if (input.hash !== undefined && !sameHashSettings(clusterSettings, input.hash)) {
+      outOfStep.add(cluster);
+      continue;
+    }
     settings ??= clusterSettings;
     rules.set(cluster, validRules(report));
     const models: ShardingConfigModel[] = [];
@@ -127,7 +136,7 @@ export function desiredPlan(input: DesiredInput): FleetPlan {
   }
   const planInput = {
     hash: { algorithm: settings.algorithm, bucketCount: settings.bucketCount },
-    clusters: [...input.clusters].map(([name, c]) => ({ name, labels: c.labels, health: input.health.get(name) ?? 'Unknown' as const })),
+    clusters: [...input.clusters].filter(([name]) => !outOfStep.has(name)).map(([name, c]) => ({ name, labels: c.labels, health: input.health.get(name) ?? 'Unknown' as const })),
     weights,
   };
   const assignment = planIsolated(planInput, [...operators.values()], previous, frozen);

@@ -1,5 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { checkOptions, ListenAddressSchema, Millis, ReadonlyList, type OptionsResult } from '../api/index.js';
+import { HashOptionsSchema, hashOptionsProblem } from '../sharding/index.js';
 import { NatsClientConfigSchema } from '../transport/index.js';
 
 /** An nkey seed of one kind: `SN` a server key (signs route tables), `SA` an account key (mints user JWTs). */
@@ -18,6 +19,11 @@ export const HubOptionsSchema = Type.Object(
      * account's public key. Absent, agents stay on the identity they connected with.
      */
     agentIssuer: Type.Optional(Type.Object({ seed: seed('SA'), account: Type.String({ pattern: '^A[A-Z2-7]{55}$' }) }, { additionalProperties: false })),
+    /**
+     * The fleet's hash settings (`--hash-algorithm`): tables carry them, and a report whose agent labels otherwise is
+     * dropped. Absent, the first reporting cluster's by name count, which lets any member cluster set them for all.
+     */
+    hash: Type.Optional(HashOptionsSchema),
     /** Unique per hub process; shows in the lease and the status API. */
     identity: Type.String({ minLength: 1, maxLength: 253 }),
     /**
@@ -74,6 +80,8 @@ export function hubOptionProblems(options: HubOptions): string[] {
   if (options.tokens.length === 0) problems.push('no bootstrap token: the token file must hold at least one "CLUSTER TOKEN" line');
   if (options.leaseRenewMs * 2 > options.leaseTtlMs) problems.push('the lease renew period must be at most half the lease TTL');
   if (options.health.offlineAfterMs <= options.health.unknownAfterMs) problems.push('offline-after must be longer than unknown-after');
+  const hash = options.hash === undefined ? undefined : hashOptionsProblem(options.hash);
+  if (hash !== undefined) problems.push(hash);
   return problems;
 }
 

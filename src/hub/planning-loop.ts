@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { HubMetrics } from '../metrics/index.js';
 import { CoalescingRunner } from '../runtime/index.js';
-import type { Ownership } from '../sharding/index.js';
+import { createHashSettings, type Ownership } from '../sharding/index.js';
 import type { KeptBuckets, RouteSigner } from '../transport/index.js';
 import { desiredPlan } from './desired.js';
 import type { Fleet } from './fleet.js';
@@ -16,7 +16,7 @@ import { reconcile } from './reconciler.js';
  */
 export const BUCKET_CHECK_MS = 5_000;
 
-export interface PlanningLoopOptions extends Pick<HubOptions, 'debounceMs' | 'proxyLeaseSeconds' | 'grantMarginMs' | 'handoverHistory'> {
+export interface PlanningLoopOptions extends Pick<HubOptions, 'debounceMs' | 'proxyLeaseSeconds' | 'grantMarginMs' | 'handoverHistory' | 'hash'> {
   fleet: Fleet;
   buckets: KeptBuckets;
   signer: RouteSigner;
@@ -67,6 +67,7 @@ export function createPlanningLoop(options: PlanningLoopOptions): PlanningLoop {
     if (isLeader()) runner.runDue();
   };
 
+  const fleetHash = options.hash === undefined ? undefined : createHashSettings(options.hash);
   const pass = async (): Promise<void> => {
     if (!isLeader() || !options.loaded()) return;
     const started = performance.now();
@@ -75,6 +76,7 @@ export function createPlanningLoop(options: PlanningLoopOptions): PlanningLoop {
     if (checkBuckets) bucketsCheckedAt = at;
     try {
       const plan = desiredPlan({
+        ...(fleetHash === undefined ? {} : { hash: fleetHash }),
         clusters: new Map([...fleet.clusters].map(([name, r]) => [name, { labels: r.cluster.labels }])),
         reports: fleet.reports,
         health: options.health(),

@@ -1,6 +1,11 @@
-import { InvalidConfigError } from '../errors.js';
-import { createHashSettings } from '../sharding/index.js';
+import { createHashSettings, hashOptionsProblem, type HashSettings } from '../sharding/index.js';
 import type { ClusterReport } from '../transport/index.js';
+
+export function sameHashSettings(a: HashSettings, b: HashSettings): boolean {
+  return a.algorithm === b.algorithm && a.bucketCount === b.bucketCount && a.labels.hash === b.labels.hash && a.labels.namespace === b.labels.namespace && a.labels.control === b.labels.control;
+}
+
+const describe = (h: HashSettings): string => `${h.algorithm} over ${h.bucketCount} buckets, label ${h.labels.hash}`;
 
 /** The first object listed twice (by namespace and name), if any. */
 function listedTwice(objects: readonly { namespace: string; name: string }[]): string | undefined {
@@ -17,14 +22,15 @@ function listedTwice(objects: readonly { namespace: string; name: string }[]): s
  * Why the hub will not plan with a cluster's report, or undefined. A report is one member cluster's word: what no
  * honest agent sends (hash settings the planner cannot use, a pod running another cluster's shard, an object listed
  * twice) made every planning pass of the whole fleet fail, or put addresses into other clusters' route tables
- * (attacker probe, session 20). Such a report is dropped whole and the cluster's last good one stays.
+ * (attacker probe, session 20); so did hash settings other than the fleet's, where the hub was given them. Such a
+ * report is dropped whole and the cluster's last good one stays.
  */
-export function reportProblem(report: ClusterReport): string | undefined {
-  try {
-    createHashSettings(report.hash);
-  } catch (err) {
-    if (err instanceof InvalidConfigError) return `hash: ${err.message}`;
-    throw err;
+export function reportProblem(report: ClusterReport, fleet?: HashSettings): string | undefined {
+  const unusable = hashOptionsProblem(report.hash);
+  if (unusable !== undefined) return unusable;
+  const hash = createHashSettings(report.hash);
+  if (fleet !== undefined && !sameHashSettings(hash, fleet)) {
+    return `hash: the agent labels by ${describe(hash)}, the hub's fleet by ${describe(fleet)} (--hash-algorithm of both)`;
   }
   const foreign = report.pods.find((pod) => pod.shard !== undefined && !pod.shard.startsWith(`${report.cluster}/`));
   if (foreign) return `pod ${foreign.namespace}/${foreign.name} claims shard "${foreign.shard}" of another cluster`;

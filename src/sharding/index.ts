@@ -72,3 +72,4 @@ export {
 export { objectSelection, type ObjectSelection } from './object-selection.js';
 export { meshLabels } from './mesh-labels.js';
 export { rangeSelector, type RangeSelector } from './range-selector.js';
+export { HashOptionsSchema, hashOptionsProblem, type HashOptions } from './hash-options.js';

@@ -1,9 +1,8 @@
 import { AGENT_DEFAULTS, AgentOptionsSchema, parseAgentOptions, startAgent, type AgentOptions } from '../../agent/index.js';
 import { UsageError } from '../../errors.js';
 import { inClusterKubeConfig, loadKubeConfig } from '../../kube/index.js';
-import { HASH_ALGORITHMS } from '../../sharding/index.js';
 import { intValue, requiredString, stringList, stringValue, usableOptions, type Command, type CommandContext } from '../command.js';
-import { parseLabels, parseListen, readFlagFile, readTokens, untilAborted } from './flags.js';
+import { hashAlgorithmFlag, hashAlgorithmValue, parseLabels, parseListen, readFlagFile, readTokens, untilAborted } from './flags.js';
 import { natsOptions, requiredNatsConfig, routeSignerKeys } from './nats-flags.js';
 
 /** The Secret, in each operator pod's namespace, the injected proxy takes its credentials from (docs/install.md). */
@@ -80,7 +79,7 @@ export const agentCommand: Command = {
     ...natsOptions,
     'token-file': { type: 'string', valueName: 'FILE', description: 'bootstrap token of this cluster (first line)' },
     label: { type: 'string', multiple: true, valueName: 'KEY=VALUE', description: 'cluster label for the registry (repeatable)' },
-    'hash-algorithm': { type: 'string', valueName: 'NAME', description: `namespace hash: ${HASH_ALGORITHMS.join(' or ')} (default fnv)` },
+    'hash-algorithm': hashAlgorithmFlag(' (default fnv)'),
     'advertise-server': { type: 'string', valueName: 'URL', description: 'API server URL proxies should use (default: the kubeconfig\'s)' },
     listen: { type: 'string', valueName: 'HOST:PORT', description: `/healthz /readyz /metrics (default ${AGENT_DEFAULTS.listen.host}:${AGENT_DEFAULTS.listen.port})` },
     'webhook-listen': { type: 'string', valueName: 'HOST:PORT', description: 'webhook address (default 127.0.0.1:9443)' },
@@ -108,10 +107,7 @@ export const agentCommand: Command = {
     'label-qps': { type: 'string', valueName: 'N', description: `label patches per second at most (default ${AGENT_DEFAULTS.labelQps})` },
   },
   run: async (ctx) => {
-    const algorithm = stringValue(ctx, 'hash-algorithm') ?? 'fnv';
-    if (!(HASH_ALGORITHMS as readonly string[]).includes(algorithm)) {
-      throw new UsageError(`--hash-algorithm must be ${HASH_ALGORITHMS.join(' or ')}, not "${algorithm}"`);
-    }
+    const algorithm = hashAlgorithmValue(ctx) ?? 'fnv';
     const listen = stringValue(ctx, 'listen');
     const advertised = stringValue(ctx, 'advertise-server');
     const kubeconfig = stringValue(ctx, 'kubeconfig');

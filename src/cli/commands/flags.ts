@@ -1,5 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { FileError, UsageError } from '../../errors.js';
+import { HASH_ALGORITHMS, type HashAlgorithm } from '../../sharding/index.js';
+import { stringValue, type CommandContext } from '../command.js';
 
 /** Reads a file named by a flag; an unreadable file is a FileError naming the flag and the path. */
 export function readFlagFile(flag: string, path: string): string {
@@ -66,4 +68,18 @@ export function untilAborted(signal: AbortSignal): Promise<void> {
     if (signal.aborted) resolve();
     else signal.addEventListener('abort', () => resolve(), { once: true });
   });
+}
+
+/** `--hash-algorithm`, the same flag for the agent (how it labels) and the hub (what its fleet uses). */
+export const hashAlgorithmFlag = (description: string) =>
+  ({ type: 'string', valueName: 'NAME', description: `namespace hash: ${HASH_ALGORITHMS.join(' or ')}${description}` }) as const;
+
+/** The `--hash-algorithm` given, if any; another name is a usage error. */
+export function hashAlgorithmValue(ctx: CommandContext): HashAlgorithm | undefined {
+  const algorithm = stringValue(ctx, 'hash-algorithm');
+  if (algorithm === undefined) return undefined;
+  if (!(HASH_ALGORITHMS as readonly string[]).includes(algorithm)) {
+    throw new UsageError(`--hash-algorithm must be ${HASH_ALGORITHMS.join(' or ')}, not "${algorithm}"`);
+  }
+  return algorithm as HashAlgorithm;
 }

@@ -6,7 +6,7 @@ import { UsageError } from '../../errors.js';
 import { durationValue, intValue, requiredString, stringValue, usableOptions, type Command } from '../command.js';
 import { decodeJwt } from '../../transport/auth/index.js';
 import { credsJwt, type NatsClientConfig } from '../../transport/index.js';
-import { parseListen, readBootstrapTokens, readFlagFile, untilAborted } from './flags.js';
+import { hashAlgorithmFlag, hashAlgorithmValue, parseListen, readBootstrapTokens, readFlagFile, untilAborted } from './flags.js';
 import { natsOptions, requiredNatsConfig } from './nats-flags.js';
 
 /** An nkey seed named by a flag (or its environment variable), checked for its kind (e.g. SN: a server key). */
@@ -59,6 +59,7 @@ export const hubCommand: Command = {
       valueName: 'DURATION',
       description: `proxies fence themselves this long after their last lease renewal, whole seconds (default ${formatDuration(HUB_DEFAULTS.proxyLeaseSeconds * 1000)})`,
     },
+    'hash-algorithm': hashAlgorithmFlag(': reports of agents that hash otherwise are dropped (default: the first cluster\'s by name, which any member cluster can set)'),
     'grant-margin': {
       type: 'string',
       valueName: 'DURATION',
@@ -79,6 +80,7 @@ export const hubCommand: Command = {
       proxyLeaseSeconds: durationValue(ctx, 'proxy-lease', HUB_DEFAULTS.proxyLeaseSeconds, field.proxyLeaseSeconds, 's'),
       grantMarginMs: durationValue(ctx, 'grant-margin', HUB_DEFAULTS.grantMarginMs, field.grantMarginMs),
     };
+    const algorithm = hashAlgorithmValue(ctx);
     const listen = stringValue(ctx, 'listen');
     const nats = requiredNatsConfig(ctx);
     const options = usableOptions(
@@ -89,6 +91,7 @@ export const hubCommand: Command = {
         tokens: readBootstrapTokens(requiredString(ctx, 'token-file')),
         signingSeed: seedFile(ctx, 'signing-key', 'CTRLMESH_SIGNING_KEY', 'SN'),
         ...(agentIssuer(ctx, nats) ?? {}),
+        ...(algorithm === undefined ? {} : { hash: { algorithm } }),
         identity: stringValue(ctx, 'identity') ?? `${hostname()}-${randomBytes(3).toString('hex')}`,
         replicas: (stringValue(ctx, 'replicas') ?? 'auto') === 'auto' ? 'auto' : intValue(ctx, 'replicas', 1, field.replicas.anyOf[0]),
         listen: listen ? parseListen('listen', listen) : HUB_DEFAULTS.listen,

@@ -20,6 +20,13 @@ describe("the hub's options", () => {
     expect(Object.isFrozen(valid.tokens)).toBe(false);
   });
 
+  it('take the fleet\'s hash settings (--hash-algorithm), and refuse a label key that is none', () => {
+    const result = parseHubOptions({ ...valid, hash: { algorithm: 'kusionstack' } });
+    expect(result.ok && result.options.hash).toEqual({ algorithm: 'kusionstack' });
+    const bad = parseHubOptions({ ...valid, hash: { labels: { hash: 'not a key!' } } });
+    expect(bad.ok ? [] : bad.problems).toEqual([expect.stringMatching(/^hash: label key for hash: /u)]);
+  });
+
   it('are checked against the schema, every field at fault named', () => {
     const result = parseHubOptions({ ...valid, signingSeed: `SA${'A'.repeat(56)}`, replicas: 7, leaseTtlMs: 1_000, health: { unknownAfterMs: 15_000 } });
     expect(result.ok ? [] : result.problems).toEqual([

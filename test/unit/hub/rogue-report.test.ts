@@ -4,6 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { validateManifest } from '../../../src/api/index.js';
 import { desiredPlan } from '../../../src/hub/desired.js';
+import { createHashSettings } from '../../../src/sharding/index.js';
 import { reportProblem } from '../../../src/hub/report-check.js';
 import { MESSAGE_SCHEMA_VERSION, Messages, encodeMessage, type ClusterReport, type ReportedObject } from '../../../src/transport/index.js';
 
@@ -92,5 +93,29 @@ describe('a rogue member cluster reports', () => {
   it('counts past a billion or bucket counts past 65,536 are no report at all (the message schema)', () => {
     expect(() => encodeMessage(Messages.clusterReport, report('evil', [], { objectCounts: [{ namespace: 'x', resource: 'configmaps', count: 1e308 }] }))).toThrow();
     expect(() => encodeMessage(Messages.clusterReport, report('evil', [], { hash: { ...hash, bucketCount: 70_000 } }))).toThrow();
+  });
+
+  describe('hash settings other than the fleet\'s, with the hub given them (--hash-algorithm)', () => {
+    const fleet = createHashSettings(hash);
+    const evilHash = { ...hash, algorithm: 'kusionstack' as const, labels: { ...hash.labels, hash: 'evil.example/none' } };
+
+    it('are dropped on arrival, naming both', () => {
+      expect(reportProblem(report('prod-a', [prodRoot]), fleet)).toBeUndefined();
+      expect(reportProblem(report('evil', [], { hash: evilHash }), fleet)).toBe(
+        "hash: the agent labels by kusionstack over 32 buckets, label evil.example/none, the hub's fleet by fnv-range over 32 buckets, label ctrlmesh.kusionstack.io/sharding-hash (--hash-algorithm of both)",
+      );
+    });
+
+    it('leave the cluster out of the plan: prod\'s tables keep the fleet\'s settings and no unit of evil is planned', () => {
+      // evil sorts first by name: without the hub's settings its own would be the fleet's.
+      const reports = new Map([['evil', report('evil', [], { hash: evilHash })], ['prod-a', report('prod-a', [prodRoot])]]);
+      const plan = desiredPlan({ hash: fleet, clusters, reports, health, previous: new Map() });
+      const prod = plan.operators.find((o) => o.operator === 'operator-prod/prod');
+      expect(prod?.hashAlgorithm).toBe('fnv-range');
+      expect(prod?.labels.hash).toBe(hash.labels.hash);
+      expect(prod?.shards.flatMap((s) => s.units).some((u) => u.startsWith('evil'))).toBe(false);
+      const unguarded = desiredPlan({ clusters, reports, health, previous: new Map() });
+      expect(unguarded.operators.find((o) => o.operator === 'operator-prod/prod')?.labels.hash).toBe('evil.example/none');
+    });
   });
 });
