@@ -4,13 +4,10 @@ import { describe, expect, it } from 'vitest';
 import { desiredPlan } from '../../../src/hub/desired.js';
 import { buildRouteTable } from '../../../src/hub/route-builder.js';
 import { parseUnitKey } from '../../../src/sharding/index.js';
-import { MESSAGE_SCHEMA_VERSION, type ClusterReport, type ReportedObject } from '../../../src/transport/index.js';
+import type { ClusterReport, ReportedObject } from '../../../src/transport/index.js';
+import { clusterReport, HASH } from './report-fixture.js';
 
-const hash = {
-  algorithm: 'fnv-range' as const,
-  bucketCount: 32,
-  labels: { hash: 'ctrlmesh.kusionstack.io/sharding-hash', namespace: 'ctrlmesh.kusionstack.io/namespace', control: 'ctrlmesh.kusionstack.io/control' },
-};
+const hash = HASH;
 
 function config(name: string, spec: unknown): ReportedObject {
   return {
@@ -22,18 +19,7 @@ function config(name: string, spec: unknown): ReportedObject {
 }
 
 function report(cluster: string, configs: ReportedObject[]): ClusterReport {
-  return {
-    schema: MESSAGE_SCHEMA_VERSION,
-    cluster,
-    sentAt: '2026-01-01T00:00:00.000Z',
-    hash,
-    shardingConfigs: configs,
-    circuitBreakers: [],
-    faultInjections: [],
-    pods: [],
-    namespaces: [],
-    objectCounts: [{ namespace: 'ns-a', resource: 'configmaps', count: 5 }],
-  };
+  return clusterReport(cluster, configs, { objectCounts: [{ namespace: 'ns-a', resource: 'configmaps', count: 5 }] });
 }
 
 const spanningRoot = config('demo-root', {

@@ -6,13 +6,10 @@ import { validateManifest } from '../../../src/api/index.js';
 import { desiredPlan } from '../../../src/hub/desired.js';
 import { createHashSettings } from '../../../src/sharding/index.js';
 import { reportProblem } from '../../../src/hub/report-check.js';
-import { MESSAGE_SCHEMA_VERSION, Messages, encodeMessage, type ClusterReport, type ReportedObject } from '../../../src/transport/index.js';
+import { Messages, encodeMessage, type ReportedObject } from '../../../src/transport/index.js';
+import { clusterReport, HASH } from './report-fixture.js';
 
-const hash = {
-  algorithm: 'fnv-range' as const,
-  bucketCount: 32,
-  labels: { hash: 'ctrlmesh.kusionstack.io/sharding-hash', namespace: 'ctrlmesh.kusionstack.io/namespace', control: 'ctrlmesh.kusionstack.io/control' },
-};
+const hash = HASH;
 
 function config(namespace: string, name: string, spec: unknown): ReportedObject {
   return { namespace, name, generation: 1, manifest: { apiVersion: 'ctrlmesh.kusionstack.io/v1alpha1', kind: 'ShardingConfig', metadata: { name, namespace }, spec } };
@@ -25,21 +22,7 @@ function root(namespace: string, name: string, auto: { shardingSize: number; eve
   });
 }
 
-function report(cluster: string, configs: ReportedObject[], extra: Partial<ClusterReport> = {}): ClusterReport {
-  return {
-    schema: MESSAGE_SCHEMA_VERSION,
-    cluster,
-    sentAt: '2026-01-01T00:00:00.000Z',
-    hash,
-    shardingConfigs: configs,
-    circuitBreakers: [],
-    faultInjections: [],
-    pods: [],
-    namespaces: [],
-    objectCounts: [],
-    ...extra,
-  };
-}
+const report = clusterReport;
 
 const clusters = new Map([
   ['evil', { labels: {} }],
