@@ -1,3 +1,4 @@
+import { InvalidConfigError } from '../errors.js';
 import { validateManifest, type ObjectLabels, type ResourceGroup, type ShardingConfigModel, type ShardLimit } from '../api/index.js';
 import {
   bucketsOfUnits,
@@ -51,12 +52,14 @@ function shardEndpoints(reports: Iterable<ClusterReport>): Map<string, string[]>
 function planIsolated(input: Omit<PlanInput, 'operators'>, operators: OperatorInput[], previous: Assignment, frozen: Set<string>): Assignment {
   try {
     return plan({ ...input, operators }, previous).assignment;
-  } catch {
+  } catch (err) {
+    if (!(err instanceof InvalidConfigError)) throw err;
     const assignment: Assignment = { operators: {} };
     for (const operator of operators) {
       try {
         Object.assign(assignment.operators, plan({ ...input, operators: [operator] }, previous).assignment.operators);
-      } catch {
+      } catch (alone) {
+        if (!(alone instanceof InvalidConfigError)) throw alone;
         frozen.add(operator.name);
       }
     }
@@ -105,7 +108,8 @@ export function desiredPlan(input: DesiredInput): FleetPlan {
     let meanings: ReturnType<typeof shardsOfConfigs>;
     try {
       meanings = shardsOfConfigs(models, { homeCluster: cluster, settings: clusterSettings });
-    } catch {
+    } catch (err) {
+      if (!(err instanceof InvalidConfigError)) throw err;
       // One cluster's configs that cannot be read together (two claiming one shard name, say) freeze its own
       // operators, never every other cluster's pass (attacker probe, session 20).
       for (const model of models) frozen.add(`${model.namespace}/${model.name}`);

@@ -68,6 +68,8 @@ export function createPlanningLoop(options: PlanningLoopOptions): PlanningLoop {
   };
 
   const fleetHash = options.hash === undefined ? undefined : createHashSettings(options.hash);
+  /** The operators the last pass froze, to log a change once rather than every pass. */
+  let lastFrozen = '';
   const pass = async (): Promise<void> => {
     if (!isLeader() || !options.loaded()) return;
     const started = performance.now();
@@ -82,6 +84,11 @@ export function createPlanningLoop(options: PlanningLoopOptions): PlanningLoop {
         health: options.health(),
         previous: intendedOwnership(fleet),
       });
+      const frozen = plan.frozen.join(', ');
+      if (frozen !== lastFrozen && frozen !== '') {
+        logger.warn({ operators: plan.frozen }, 'operators frozen: a config is invalid or cannot be placed; their route tables stay as published');
+      }
+      lastFrozen = frozen;
       const result = await reconcile(
         {
           fleet,
