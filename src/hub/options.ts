@@ -1,5 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox';
-import { checkOptions, ListenAddressSchema, Millis, ReadonlyList, type OptionsResult } from '../api/index.js';
+import { checkOptions, labelKeyProblem, labelValueProblem, ListenAddressSchema, Millis, ReadonlyList, type OptionsResult } from '../api/index.js';
 import { HashOptionsSchema, hashOptionsProblem } from '../sharding/index.js';
 import { NatsClientConfigSchema } from '../transport/index.js';
 
@@ -10,8 +10,16 @@ const seed = (prefix: 'SN' | 'SA') => Type.String({ pattern: `^${prefix}[A-Z2-7]
 export const HubOptionsSchema = Type.Object(
   {
     nats: NatsClientConfigSchema,
-    /** Accepted bootstrap tokens, each bound to one cluster (from --token-file, `CLUSTER TOKEN` per line). */
-    tokens: ReadonlyList(Type.Object({ cluster: Type.String({ minLength: 1 }), token: Type.String({ minLength: 1 }) }, { additionalProperties: false })),
+    /**
+     * Accepted bootstrap tokens, each bound to one cluster (from --token-file, `CLUSTER TOKEN [KEY=VALUE,...]` per
+     * line); labels given there are the cluster's, whatever its agent says.
+     */
+    tokens: ReadonlyList(
+      Type.Object(
+        { cluster: Type.String({ minLength: 1 }), token: Type.String({ minLength: 1 }), labels: Type.Optional(Type.Record(Type.String(), Type.String())) },
+        { additionalProperties: false },
+      ),
+    ),
     /** Seed of the hub's nkey, which signs every route table (proxies trust its public key). */
     signingSeed: seed('SN'),
     /**
@@ -78,6 +86,12 @@ export const HUB_DEFAULTS = {
 export function hubOptionProblems(options: HubOptions): string[] {
   const problems: string[] = [];
   if (options.tokens.length === 0) problems.push('no bootstrap token: the token file must hold at least one "CLUSTER TOKEN" line');
+  for (const { cluster, labels } of options.tokens) {
+    for (const [key, value] of Object.entries(labels ?? {})) {
+      const problem = labelKeyProblem(key) ?? labelValueProblem(value);
+      if (problem) problems.push(`token file: cluster ${cluster}, label ${key}=${value}: ${problem}`);
+    }
+  }
   if (options.leaseRenewMs * 2 > options.leaseTtlMs) problems.push('the lease renew period must be at most half the lease TTL');
   if (options.health.offlineAfterMs <= options.health.unknownAfterMs) problems.push('offline-after must be longer than unknown-after');
   const hash = options.hash === undefined ? undefined : hashOptionsProblem(options.hash);

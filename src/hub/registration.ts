@@ -8,10 +8,11 @@ import {
   type RegisterRequest,
 } from '../transport/index.js';
 
-/** A bootstrap token and the one cluster it may register. */
+/** A bootstrap token and the one cluster it may register; with labels, the only labels that cluster gets. */
 export interface BootstrapToken {
   cluster: string;
   token: string;
+  labels?: Readonly<Record<string, string>> | undefined;
 }
 
 function digest(token: string): Buffer {
@@ -65,13 +66,17 @@ export function decideRegistration(options: {
         `The agent of "${name}" re-points it under its own identity, or an operator removes the record (nats kv del ${Buckets.clusters} ${name}, with the hub's credentials)`,
     );
   }
+  // Labels the hub's token file gives a cluster are its labels, whatever its agent says: a member cluster must not
+  // label itself into other operators' spans (attacker probe, session 20).
+  const labels = options.tokens.find((t) => t.cluster === name && t.labels !== undefined)?.labels;
+  const cluster = labels === undefined ? request.cluster : { ...request.cluster, labels: { ...labels } };
   const ok: RegisterReply = { schema: MESSAGE_SCHEMA_VERSION, ok: true };
-  if (existing && sameIdentity(existing.cluster, request.cluster)) return { write: 'none', reply: ok };
+  if (existing && sameIdentity(existing.cluster, cluster)) return { write: 'none', reply: ok };
   const at = options.now.toISOString();
   return {
     write: 'put',
     reply: ok,
-    record: { schema: MESSAGE_SCHEMA_VERSION, cluster: request.cluster, registeredAt: existing?.registeredAt ?? at, updatedAt: at },
+    record: { schema: MESSAGE_SCHEMA_VERSION, cluster, registeredAt: existing?.registeredAt ?? at, updatedAt: at },
   };
 }
 

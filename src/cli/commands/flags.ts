@@ -23,19 +23,31 @@ export function readTokens(path: string): string[] {
 }
 
 /**
- * The hub's bootstrap tokens: one `CLUSTER TOKEN` line each (comments start with #). A token registers the
- * cluster it names and no other.
+ * The hub's bootstrap tokens: one `CLUSTER TOKEN` line each (comments start with #), or `CLUSTER TOKEN KEY=VALUE,...`
+ * to give the cluster its labels (then its agent's are not used). A token registers the cluster it names and no other.
  */
-export function readBootstrapTokens(path: string): { cluster: string; token: string }[] {
-  const tokens: { cluster: string; token: string }[] = [];
+export function readBootstrapTokens(path: string): { cluster: string; token: string; labels?: Record<string, string> }[] {
+  const tokens: { cluster: string; token: string; labels?: Record<string, string> }[] = [];
   readFlagFile('token-file', path)
     .split('\n')
     .forEach((raw, i) => {
       const line = raw.trim();
       if (line === '' || line.startsWith('#')) return;
       const fields = line.split(/\s+/);
-      if (fields.length !== 2) throw new FileError(path, `line ${i + 1}: write "CLUSTER TOKEN" (a bootstrap token is bound to one cluster)`);
-      tokens.push({ cluster: fields[0] as string, token: fields[1] as string });
+      const [cluster, token, labels] = fields as [string, string, string | undefined];
+      if (fields.length < 2 || fields.length > 3) {
+        throw new FileError(path, `line ${i + 1}: write "CLUSTER TOKEN" or "CLUSTER TOKEN KEY=VALUE,..." (a bootstrap token is bound to one cluster)`);
+      }
+      if (labels === undefined) {
+        tokens.push({ cluster, token });
+        return;
+      }
+      const pairs = labels.split(',').map((pair) => {
+        const eq = pair.indexOf('=');
+        if (eq <= 0) throw new FileError(path, `line ${i + 1}: labels are KEY=VALUE pairs separated by commas, not "${labels}"`);
+        return [pair.slice(0, eq), pair.slice(eq + 1)] as const;
+      });
+      tokens.push({ cluster, token, labels: Object.fromEntries(pairs) });
     });
   if (tokens.length === 0) throw new FileError(path, 'the token file holds no "CLUSTER TOKEN" line');
   return tokens;

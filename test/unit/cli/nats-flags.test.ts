@@ -49,6 +49,15 @@ describe("the hub's bootstrap token file", () => {
     ]);
   });
 
+  it("gives a cluster the labels of its line's third field", () => {
+    expect(readBootstrapTokens(file('labelled', 'prod-a tok-a env=prod,region=eu-west-1\nprod-b tok-b env=\n'))).toEqual([
+      { cluster: 'prod-a', token: 'tok-a', labels: { env: 'prod', region: 'eu-west-1' } },
+      { cluster: 'prod-b', token: 'tok-b', labels: { env: '' } },
+    ]);
+    expect(() => readBootstrapTokens(file('bad-labels', 'a tok env\n'))).toThrow(/line 1: labels are KEY=VALUE pairs/);
+    expect(() => readBootstrapTokens(file('four', 'a tok env=prod more\n'))).toThrow(/line 1: write "CLUSTER TOKEN"/);
+  });
+
   it('refuses a bare token (the old format) and an empty file, naming the line', () => {
     expect(() => readBootstrapTokens(file('old', 'just-a-token\n'))).toThrow(/line 1: write "CLUSTER TOKEN"/);
     expect(() => readBootstrapTokens(file('empty', '# nothing\n'))).toThrow(FileError);

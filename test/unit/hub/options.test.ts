@@ -27,6 +27,11 @@ describe("the hub's options", () => {
     expect(bad.ok ? [] : bad.problems).toEqual([expect.stringMatching(/^hash: label key for hash: /u)]);
   });
 
+  it('refuse a token file label that is none, naming the cluster', () => {
+    const bad = parseHubOptions({ ...valid, tokens: [{ cluster: 'eu-west-1', token: 'a-token', labels: { 'not a key!': 'x' } }] });
+    expect(bad.ok ? [] : bad.problems).toEqual([expect.stringMatching(/^token file: cluster eu-west-1, label not a key!=x: /u)]);
+  });
+
   it('are checked against the schema, every field at fault named', () => {
     const result = parseHubOptions({ ...valid, signingSeed: `SA${'A'.repeat(56)}`, replicas: 7, leaseTtlMs: 1_000, health: { unknownAfterMs: 15_000 } });
     expect(result.ok ? [] : result.problems).toEqual([

@@ -17,6 +17,20 @@ const later = new Date('2026-01-02T00:00:00Z');
 const elsewhere = { ...request, cluster: { ...request.cluster, server: 'https://127.0.0.1:2' } };
 
 describe('registration', () => {
+  it("records the labels the hub's token file gives a cluster, not its agent's (a cluster cannot label itself into others' spans)", () => {
+    const labelled: BootstrapToken[] = [{ cluster: 'a', token: 'secret', labels: { env: 'dev' } }];
+    const claimed = { ...request, cluster: { ...request.cluster, labels: { env: 'prod' } } };
+    const first = decideRegistration({ request: claimed, channel: 'bootstrap', tokens: labelled, existing: undefined, now });
+    expect(first.write === 'put' && first.record.cluster.labels).toEqual({ env: 'dev' });
+    if (first.write !== 'put') throw new Error('not recorded');
+    // Under its own identity too, and registering again with the same claim writes nothing.
+    const again = decideRegistration({ request: claimed, channel: 'identity', tokens: labelled, existing: first.record, now: later });
+    expect(again.write).toBe('none');
+    // Without labels in the token file, the agent's stand, as before.
+    const plain = decideRegistration({ request: claimed, channel: 'bootstrap', tokens, existing: undefined, now });
+    expect(plain.write === 'put' && plain.record.cluster.labels).toEqual({ env: 'prod' });
+  });
+
   it('accepts a token only for the cluster it is bound to', () => {
     expect(tokenAccepted('secret', 'a', tokens)).toBe(true);
     expect(tokenAccepted('secret-of-b', 'a', tokens)).toBe(false);
