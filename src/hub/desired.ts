@@ -19,7 +19,7 @@ import type { ClusterHealth } from './health.js';
 import type { FleetPlan, OperatorPlan, ShardPlan } from './plan.js';
 
 export interface DesiredInput {
-  /** The fleet's hash settings, where the hub was given them: a cluster whose agent labels otherwise is left out. */
+  /** The fleet's hash settings, where the hub was given them: a stored report that labels otherwise freezes the plan. */
   hash?: HashSettings;
   clusters: ReadonlyMap<string, { labels: Record<string, string> }>;
   reports: ReadonlyMap<string, ClusterReport>;
@@ -87,7 +87,7 @@ export function desiredPlan(input: DesiredInput): FleetPlan {
   /** The valid rules of each cluster by namespace, validated once per plan. */
   const rules = new Map<string, Map<string, TableRule[]>>();
 
-  /** Clusters left out of this plan: their agent labels by other hash settings than the hub's. */
+  /** Clusters whose stored report labels by other hash settings than the hub's. */
   const outOfStep = new Set<string>();
   let settings: HashSettings | undefined = input.hash;
   for (const [cluster, report] of [...input.reports].sort(([a], [b]) => (a < b ? -1 : 1))) {
@@ -133,6 +133,12 @@ export function desiredPlan(input: DesiredInput): FleetPlan {
   }
   settings ??= createHashSettings();
   for (const name of operators.keys()) frozen.delete(name);
+  if (outOfStep.size > 0) {
+    // A stored report that hashes otherwise than the hub (its agent or the hub's --hash-algorithm changed since it
+    // was stored: new ones are dropped on arrival) cannot be planned with, and leaving its cluster out would revoke
+    // its units. Every operator keeps its published tables until the settings agree again; the hub logs the freeze.
+    return { operators: [], frozen: [...new Set([...input.previous.keys(), ...operators.keys(), ...frozen])], outOfStep: [...outOfStep] };
+  }
 
   const previous: Assignment = { operators: {} };
   for (const [operator, shards] of input.previous) {
@@ -140,7 +146,7 @@ export function desiredPlan(input: DesiredInput): FleetPlan {
   }
   const planInput = {
     hash: { algorithm: settings.algorithm, bucketCount: settings.bucketCount },
-    clusters: [...input.clusters].filter(([name]) => !outOfStep.has(name)).map(([name, c]) => ({ name, labels: c.labels, health: input.health.get(name) ?? 'Unknown' as const })),
+    clusters: [...input.clusters].map(([name, c]) => ({ name, labels: c.labels, health: input.health.get(name) ?? 'Unknown' as const })),
     weights,
   };
   const assignment = planIsolated(planInput, [...operators.values()], previous, frozen);

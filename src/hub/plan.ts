@@ -40,4 +40,6 @@ export interface FleetPlan {
   operators: OperatorPlan[];
   /** Operators with an invalid ShardingConfig: their published tables stay in force. */
   frozen: string[];
+  /** Clusters whose stored report hashes otherwise than the hub's --hash-algorithm: while any, every operator is frozen. */
+  outOfStep?: string[];
 }

@@ -84,9 +84,14 @@ export function createPlanningLoop(options: PlanningLoopOptions): PlanningLoop {
         health: options.health(),
         previous: intendedOwnership(fleet),
       });
-      const frozen = plan.frozen.join(', ');
+      const frozen = `${plan.frozen.join(', ')} ${plan.outOfStep?.join(', ') ?? ''}`.trim();
       if (frozen !== lastFrozen && frozen !== '') {
-        logger.warn({ operators: plan.frozen }, 'operators frozen: a config is invalid or cannot be placed; their route tables stay as published');
+        logger.warn(
+          { operators: plan.frozen, ...(plan.outOfStep ? { clustersHashingOtherwise: plan.outOfStep } : {}) },
+          plan.outOfStep
+            ? "every operator frozen: these clusters' stored reports hash otherwise than --hash-algorithm; route tables stay as published"
+            : 'operators frozen: a config is invalid or cannot be placed; their route tables stay as published',
+        );
       }
       lastFrozen = frozen;
       const result = await reconcile(

@@ -89,16 +89,22 @@ describe('a rogue member cluster reports', () => {
       );
     });
 
-    it('leave the cluster out of the plan: prod\'s tables keep the fleet\'s settings and no unit of evil is planned', () => {
-      // evil sorts first by name: without the hub's settings its own would be the fleet's.
-      const reports = new Map([['evil', report('evil', [], { hash: evilHash })], ['prod-a', report('prod-a', [prodRoot])]]);
-      const plan = desiredPlan({ hash: fleet, clusters, reports, health, previous: new Map() });
+    it('take over nothing: with the hub\'s settings prod\'s tables keep them; a stored report that hashes otherwise freezes every operator rather than revoking', () => {
+      const prodOnly = new Map([['prod-a', report('prod-a', [prodRoot])]]);
+      const plan = desiredPlan({ hash: fleet, clusters, reports: prodOnly, health, previous: new Map() });
       const prod = plan.operators.find((o) => o.operator === 'operator-prod/prod');
       expect(prod?.hashAlgorithm).toBe('fnv-range');
       expect(prod?.labels.hash).toBe(hash.labels.hash);
-      expect(prod?.shards.flatMap((s) => s.units).some((u) => u.startsWith('evil'))).toBe(false);
-      const unguarded = desiredPlan({ clusters, reports, health, previous: new Map() });
-      expect(unguarded.operators.find((o) => o.operator === 'operator-prod/prod')?.labels.hash).toBe('evil.example/none');
+      // evil sorts first by name: a hub without --hash-algorithm takes evil's settings for prod's tables.
+      const reports = new Map([['evil', report('evil', [], { hash: evilHash })], ['prod-a', report('prod-a', [prodRoot])]]);
+      expect(desiredPlan({ clusters, reports, health, previous: new Map() }).operators[0]?.labels.hash).toBe('evil.example/none');
+      // Such a report only arrives stored from before the flag (new ones are dropped on arrival): nothing is planned
+      // with it, and nothing published is withdrawn.
+      const previous = new Map([['operator-prod/prod', {}]]);
+      const frozen = desiredPlan({ hash: fleet, clusters, reports, health, previous });
+      expect(frozen.operators).toEqual([]);
+      expect(frozen.frozen).toEqual(['operator-prod/prod']);
+      expect(frozen.outOfStep).toEqual(['evil']);
     });
   });
 });
