@@ -168,29 +168,36 @@ async function machineTicks(): Promise<{ busy: number; total: number }> {
 }
 
 /**
- * Waits at least 2 s, then until the whole machine used under a quarter of one core over half a second (at most
- * 20 s): every process a storm touched (the proxy, the API server, the client, the kernel's sockets) has let it go.
+ * Waits at least 2 s, then until `quiet` holds of two readings half a second apart (at most 20 s more): what the
+ * last storm or load touched has let it go.
  */
-export async function untilMachineQuiet(): Promise<void> {
+async function untilQuietBy<T>(read: () => Promise<T>, quiet: (before: T, after: T) => boolean): Promise<void> {
   await sleep(2000);
-  const cores = availableParallelism();
   for (const deadline = Date.now() + 20_000; Date.now() < deadline; ) {
-    const before = await machineTicks();
+    const before = await read();
     await sleep(500);
-    const after = await machineTicks();
-    const total = after.total - before.total;
-    if (total > 0 && ((after.busy - before.busy) / total) * cores < 0.25) return;
+    if (quiet(before, await read())) return;
   }
 }
 
-/** Waits at least 2 s, then until the process used under 10 % of a core over half a second (at most 20 s). */
-export async function untilQuiet(pid: number | undefined): Promise<void> {
-  await sleep(2000);
-  for (const deadline = Date.now() + 20_000; Date.now() < deadline; ) {
-    const before = await processCpuUs(pid);
-    await sleep(500);
-    if ((await processCpuUs(pid)) - before < 50_000) return;
-  }
+/**
+ * Until the whole machine uses under a quarter of one core: every process a storm touched (the proxy, the API
+ * server, the client, the kernel's sockets) has let it go.
+ */
+export function untilMachineQuiet(): Promise<void> {
+  const cores = availableParallelism();
+  return untilQuietBy(machineTicks, (before, after) => {
+    const total = after.total - before.total;
+    return total > 0 && ((after.busy - before.busy) / total) * cores < 0.25;
+  });
+}
+
+/** Until the process uses under 10 % of a core. */
+export function untilQuiet(pid: number | undefined): Promise<void> {
+  return untilQuietBy(
+    () => processCpuUs(pid),
+    (before, after) => after - before < 50_000,
+  );
 }
 
 /** The live descendants of a process, from every process's parent in /proc/<pid>/stat. */

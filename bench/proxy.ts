@@ -697,7 +697,8 @@ async function proxyRows(progress: (message: string) => void, sections: Readonly
     // Every target (direct calls and the three proxies) authenticates alike: by default with a ServiceAccount's token,
     // as a deployed sidecar should; BENCH_PROXY_CREDENTIALS=client-certificate uses the admin's client certificate.
     const credentials = benchCredentials();
-    const admin = new Pool(server.server, { connections: 1, connect: { ca: server.caPem, cert: server.clientCertPem, key: server.clientKeyPem, rejectUnauthorized: true } });
+    const certificate = { ca: server.caPem, cert: server.clientCertPem, key: server.clientKeyPem, rejectUnauthorized: true };
+    const admin = new Pool(server.server, { connections: 1, connect: certificate });
     pools.push(admin);
     const token = credentials === 'token' ? await serviceAccountToken(admin) : undefined;
     const proxyKubeconfig = join(dir, 'proxy.kubeconfig');
@@ -708,7 +709,7 @@ async function proxyRows(progress: (message: string) => void, sections: Readonly
       name: 'direct',
       pool:
         token === undefined
-          ? new Pool(server.server, { connections: CONCURRENCY, connect: { ca: server.caPem, cert: server.clientCertPem, key: server.clientKeyPem, rejectUnauthorized: true } })
+          ? new Pool(server.server, { connections: CONCURRENCY, connect: certificate })
           : new Pool(server.server, { connections: CONCURRENCY, connect: { ca: server.caPem, rejectUnauthorized: true } }).compose(bearer(token)),
     };
     pools.push(direct.pool);

@@ -2,6 +2,7 @@ import Fastify from 'fastify';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { createHubMetrics, createRegistry, registerOpsRoutes } from '../metrics/index.js';
+import { createHashSettings } from '../sharding/index.js';
 import { connectNats, createKeptBuckets, routeSigner } from '../transport/index.js';
 import { Fleet } from './fleet.js';
 import { createHealthWatch } from './health-watch.js';
@@ -50,8 +51,10 @@ export async function startHub(options: HubOptions, deps: HubDependencies): Prom
   const changed = (): void => planning.schedule();
   const health = createHealthWatch({ fleet, thresholds: options.health, metrics, logger, now, changed });
   const inputs = createHubInputs({ link, buckets, fleet, logger, now, changed, acknowledged: (ack) => duties.storeAck(ack) });
-  const duties = createLeaderDuties({ ...options, link, buckets, fleet, signer, metrics, logger, now, isLeader, changed });
-  const planning = createPlanningLoop({ ...options, fleet, buckets, signer, metrics, logger, now, isLeader, loaded: inputs.loaded, health: health.current });
+  // The fleet's hash settings, where the hub was given them: what reports are checked against and plans made with.
+  const fleetHash = options.hash === undefined ? undefined : createHashSettings(options.hash);
+  const duties = createLeaderDuties({ ...options, fleetHash, link, buckets, fleet, signer, metrics, logger, now, isLeader, changed });
+  const planning = createPlanningLoop({ ...options, fleetHash, fleet, buckets, signer, metrics, logger, now, isLeader, loaded: inputs.loaded, health: health.current });
   const status = (): HubStatus => hubStatus({ fleet, identity: options.identity, leader: isLeader(), now: now(), health: options.health });
 
   // A scrape or status call answered during stop would otherwise hold the port until its keep-alive timeout (72 s).

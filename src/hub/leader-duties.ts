@@ -22,9 +22,11 @@ import type { Fleet } from './fleet.js';
 import type { HubOptions } from './options.js';
 import { decideRegistration, type RegistrationChannel } from './registration.js';
 import { reportProblem } from './report-check.js';
-import { createHashSettings } from '../sharding/index.js';
+import type { HashSettings } from '../sharding/index.js';
 
-export interface LeaderDutiesOptions extends Pick<HubOptions, 'tokens' | 'agentIssuer' | 'hash'> {
+export interface LeaderDutiesOptions extends Pick<HubOptions, 'tokens' | 'agentIssuer'> {
+  /** The fleet's hash settings (`--hash-algorithm`): reports that hash otherwise are dropped. */
+  fleetHash?: HashSettings | undefined;
   link: NatsLink;
   buckets: Pick<KeptBuckets, 'clusters' | 'state'>;
   fleet: Fleet;
@@ -99,7 +101,6 @@ export function createLeaderDuties(options: LeaderDutiesOptions): LeaderDuties {
     respondMessage(msg, Messages.registerReply, { ...decision.reply, ...(jwt ? { jwt } : {}) });
   };
 
-  const fleetHash = options.hash === undefined ? undefined : createHashSettings(options.hash);
   const storeReport = async (report: ClusterReport, subject: string): Promise<void> => {
     if (subject !== Subjects.report(report.cluster)) {
       logger.warn({ subject, cluster: report.cluster }, 'dropped a report whose cluster does not match its subject');
@@ -109,7 +110,7 @@ export function createLeaderDuties(options: LeaderDutiesOptions): LeaderDuties {
       logger.warn({ cluster: report.cluster }, 'dropped a report from an unregistered cluster');
       return;
     }
-    const refused = reportProblem(report, fleetHash);
+    const refused = reportProblem(report, options.fleetHash);
     if (refused !== undefined) {
       logger.warn({ cluster: report.cluster, problem: refused }, 'dropped a report the hub cannot plan with; the last good one stays');
       return;

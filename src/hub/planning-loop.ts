@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { HubMetrics } from '../metrics/index.js';
 import { CoalescingRunner } from '../runtime/index.js';
-import { createHashSettings, type Ownership } from '../sharding/index.js';
+import type { HashSettings, Ownership } from '../sharding/index.js';
 import type { KeptBuckets, RouteSigner } from '../transport/index.js';
 import { desiredPlan } from './desired.js';
 import type { Fleet } from './fleet.js';
@@ -16,7 +16,9 @@ import { reconcile } from './reconciler.js';
  */
 export const BUCKET_CHECK_MS = 5_000;
 
-export interface PlanningLoopOptions extends Pick<HubOptions, 'debounceMs' | 'proxyLeaseSeconds' | 'grantMarginMs' | 'handoverHistory' | 'hash'> {
+export interface PlanningLoopOptions extends Pick<HubOptions, 'debounceMs' | 'proxyLeaseSeconds' | 'grantMarginMs' | 'handoverHistory'> {
+  /** The fleet's hash settings (`--hash-algorithm`): plans are made with them. */
+  fleetHash?: HashSettings | undefined;
   fleet: Fleet;
   buckets: KeptBuckets;
   signer: RouteSigner;
@@ -67,7 +69,6 @@ export function createPlanningLoop(options: PlanningLoopOptions): PlanningLoop {
     if (isLeader()) runner.runDue();
   };
 
-  const fleetHash = options.hash === undefined ? undefined : createHashSettings(options.hash);
   /** The operators the last pass froze, to log a change once rather than every pass. */
   let lastFrozen = '';
   const pass = async (): Promise<void> => {
@@ -78,7 +79,7 @@ export function createPlanningLoop(options: PlanningLoopOptions): PlanningLoop {
     if (checkBuckets) bucketsCheckedAt = at;
     try {
       const plan = desiredPlan({
-        ...(fleetHash === undefined ? {} : { hash: fleetHash }),
+        ...(options.fleetHash === undefined ? {} : { hash: options.fleetHash }),
         clusters: new Map([...fleet.clusters].map(([name, r]) => [name, { labels: r.cluster.labels }])),
         reports: fleet.reports,
         health: options.health(),

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { FileError, UsageError } from '../../errors.js';
+import type { BootstrapToken } from '../../hub/registration.js';
 import { HASH_ALGORITHMS, type HashAlgorithm } from '../../sharding/index.js';
 import { stringValue, type CommandContext } from '../command.js';
 
@@ -26,8 +27,8 @@ export function readTokens(path: string): string[] {
  * The hub's bootstrap tokens: one `CLUSTER TOKEN` line each (comments start with #), or `CLUSTER TOKEN KEY=VALUE,...`
  * to give the cluster its labels (then its agent's are not used). A token registers the cluster it names and no other.
  */
-export function readBootstrapTokens(path: string): { cluster: string; token: string; labels?: Record<string, string> }[] {
-  const tokens: { cluster: string; token: string; labels?: Record<string, string> }[] = [];
+export function readBootstrapTokens(path: string): BootstrapToken[] {
+  const tokens: BootstrapToken[] = [];
   readFlagFile('token-file', path)
     .split('\n')
     .forEach((raw, i) => {
