@@ -16,12 +16,15 @@ import {
 import type { ClusterReport, TableRule } from '../transport/index.js';
 import { sameHashSettings } from './report-check.js';
 import type { ClusterHealth } from './health.js';
+import type { OperatorClusters } from './options.js';
 import type { FleetPlan, OperatorPlan, ShardPlan } from './plan.js';
 
 export interface DesiredInput {
   /** The fleet's hash settings, where the hub was given them: a stored report that labels otherwise freezes the plan. */
   hash?: HashSettings;
   clusters: ReadonlyMap<string, { labels: Record<string, string> }>;
+  /** The hub's --operator-file, where given: the only operators planned, and the clusters each may come from. */
+  operators?: OperatorClusters | undefined;
   reports: ReadonlyMap<string, ClusterReport>;
   health: ReadonlyMap<string, ClusterHealth>;
   /** What each operator's shards were meant to own last time (granted or in flight): keeps the plan sticky. */
@@ -87,6 +90,9 @@ export function desiredPlan(input: DesiredInput): FleetPlan {
   /** The valid rules of each cluster by namespace, validated once per plan. */
   const rules = new Map<string, Map<string, TableRule[]>>();
 
+  /** Each listed operator's clusters, where the hub has an operator file. */
+  const admitted = input.operators === undefined ? undefined : new Map(input.operators.map((o) => [o.operator, new Set(o.clusters)]));
+  const notAdmitted: { operator: string; cluster: string }[] = [];
   /** Clusters whose stored report labels by other hash settings than the hub's. */
   const outOfStep = new Set<string>();
   let settings: HashSettings | undefined = input.hash;
@@ -102,8 +108,16 @@ export function desiredPlan(input: DesiredInput): FleetPlan {
     const models: ShardingConfigModel[] = [];
     for (const config of report.shardingConfigs) {
       const result = validateManifest(config.manifest, { bucketCount: clusterSettings.bucketCount });
-      if (result.ok && result.model.kind === 'ShardingConfig') models.push(result.model);
-      else frozen.add(`${config.namespace}/${config.name}`);
+      const model = result.ok && result.model.kind === 'ShardingConfig' ? result.model : undefined;
+      // The operator a config belongs to is the one its manifest names (reports listing it otherwise are dropped).
+      const operator = model === undefined ? `${config.namespace}/${config.name}` : `${model.namespace}/${model.name}`;
+      if (admitted !== undefined && admitted.get(operator)?.has(cluster) !== true) {
+        // Not the operator file's to plan: naming an operator is not joining it (attacker probe, session 20).
+        notAdmitted.push({ operator, cluster });
+        continue;
+      }
+      if (model === undefined) frozen.add(operator);
+      else models.push(model);
     }
     let meanings: ReturnType<typeof shardsOfConfigs>;
     try {
@@ -117,7 +131,8 @@ export function desiredPlan(input: DesiredInput): FleetPlan {
     }
     for (const meaning of meanings) {
       const op = operatorInput(meaning, (s) => s.name);
-      const merged = operators.get(op.name) ?? { name: op.name, multicluster: false, shards: [] };
+      const within = admitted?.get(op.name);
+      const merged = operators.get(op.name) ?? { name: op.name, multicluster: false, shards: [], ...(within === undefined ? {} : { within: [...within] }) };
       merged.multicluster = merged.multicluster || (op.multicluster ?? false);
       if (op.clusters && !merged.clusters) merged.clusters = op.clusters;
       merged.shards.push(...op.shards);
@@ -133,11 +148,16 @@ export function desiredPlan(input: DesiredInput): FleetPlan {
   }
   settings ??= createHashSettings();
   for (const name of operators.keys()) frozen.delete(name);
+  // An operator still configured somewhere, with none of its configs admitted, keeps what it was granted: a line
+  // left out of the operator file, or a cluster misnamed in it, must not fence running shards. One configured
+  // nowhere is withdrawn as ever.
+  for (const { operator } of notAdmitted) if (input.previous.has(operator) && !operators.has(operator)) frozen.add(operator);
+  const refused = notAdmitted.length > 0 ? { notAdmitted } : {};
   if (outOfStep.size > 0) {
     // A stored report that hashes otherwise than the hub (its agent or the hub's --hash-algorithm changed since it
     // was stored: new ones are dropped on arrival) cannot be planned with, and leaving its cluster out would revoke
     // its units. Every operator keeps its published tables until the settings agree again; the hub logs the freeze.
-    return { operators: [], frozen: [...new Set([...input.previous.keys(), ...operators.keys(), ...frozen])], outOfStep: [...outOfStep] };
+    return { operators: [], frozen: [...new Set([...input.previous.keys(), ...operators.keys(), ...frozen])], outOfStep: [...outOfStep], ...refused };
   }
 
   const previous: Assignment = { operators: {} };
@@ -190,7 +210,7 @@ export function desiredPlan(input: DesiredInput): FleetPlan {
         : { webhook: { port: webhookPort, endpoints: Object.fromEntries(shardPlans.map((s) => [s.name, [...(endpoints.get(s.name) ?? [])].sort()])) } }),
     });
   }
-  return { operators: planned, frozen: [...frozen] };
+  return { operators: planned, frozen: [...frozen], ...refused };
 }
 
 /**

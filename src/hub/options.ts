@@ -20,6 +20,23 @@ export const HubOptionsSchema = Type.Object(
         { additionalProperties: false },
       ),
     ),
+    /**
+     * Which clusters may define and span each operator (from --operator-file, `NAMESPACE/NAME CLUSTER,...` per line).
+     * Given, a cluster's ShardingConfig counts only for an operator listed with that cluster, an operator spans only
+     * its listed clusters, and an operator not listed is not planned. Absent, any member cluster may define or join
+     * any operator by naming it.
+     */
+    operators: Type.Optional(
+      ReadonlyList(
+        Type.Object(
+          {
+            operator: Type.String({ minLength: 3 }),
+            clusters: ReadonlyList(Type.String({ minLength: 1 }), { minItems: 1 }),
+          },
+          { additionalProperties: false },
+        ),
+      ),
+    ),
     /** Seed of the hub's nkey, which signs every route table (proxies trust its public key). */
     signingSeed: seed('SN'),
     /**
@@ -69,6 +86,8 @@ export const HubOptionsSchema = Type.Object(
 );
 
 export type HubOptions = Static<typeof HubOptionsSchema>;
+/** The operator file's lines: the clusters each listed operator may come from and span. */
+export type OperatorClusters = NonNullable<HubOptions['operators']>;
 
 export const HUB_DEFAULTS = {
   replicas: 'auto',
@@ -82,6 +101,9 @@ export const HUB_DEFAULTS = {
   listen: { host: '127.0.0.1', port: 9464 },
 } as const satisfies Partial<HubOptions>;
 
+/** A namespace (DNS label) and a ShardingConfig's name (DNS subdomain), as an operator is named. */
+const OPERATOR_NAME = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\/[a-z0-9]([-.a-z0-9]{0,251}[a-z0-9])?$/u;
+
 /** Problems a user can fix between fields, one sentence each naming the option; empty when the options are usable. */
 export function hubOptionProblems(options: HubOptions): string[] {
   const problems: string[] = [];
@@ -91,6 +113,12 @@ export function hubOptionProblems(options: HubOptions): string[] {
       const problem = labelKeyProblem(key) ?? labelValueProblem(value);
       if (problem) problems.push(`token file: cluster ${cluster}, label ${key}=${value}: ${problem}`);
     }
+  }
+  const listed = new Set<string>();
+  for (const { operator } of options.operators ?? []) {
+    if (!OPERATOR_NAME.test(operator)) problems.push(`operator file: "${operator}" is not the NAMESPACE/NAME of a ShardingConfig`);
+    if (listed.has(operator)) problems.push(`operator file: ${operator} is listed twice; give it one line with all its clusters`);
+    listed.add(operator);
   }
   if (options.leaseRenewMs * 2 > options.leaseTtlMs) problems.push('the lease renew period must be at most half the lease TTL');
   if (options.health.offlineAfterMs <= options.health.unknownAfterMs) problems.push('offline-after must be longer than unknown-after');

@@ -42,4 +42,6 @@ export interface FleetPlan {
   frozen: string[];
   /** Clusters whose stored report hashes otherwise than the hub's --hash-algorithm: while any, every operator is frozen. */
   outOfStep?: string[];
+  /** ShardingConfigs the hub's --operator-file does not admit (an operator not listed, or not with that cluster): left out. */
+  notAdmitted?: { operator: string; cluster: string }[];
 }

@@ -16,7 +16,7 @@ import { reconcile } from './reconciler.js';
  */
 export const BUCKET_CHECK_MS = 5_000;
 
-export interface PlanningLoopOptions extends Pick<HubOptions, 'debounceMs' | 'proxyLeaseSeconds' | 'grantMarginMs' | 'handoverHistory'> {
+export interface PlanningLoopOptions extends Pick<HubOptions, 'debounceMs' | 'proxyLeaseSeconds' | 'grantMarginMs' | 'handoverHistory' | 'operators'> {
   /** The fleet's hash settings (`--hash-algorithm`): plans are made with them. */
   fleetHash?: HashSettings | undefined;
   fleet: Fleet;
@@ -69,8 +69,9 @@ export function createPlanningLoop(options: PlanningLoopOptions): PlanningLoop {
     if (isLeader()) runner.runDue();
   };
 
-  /** The operators the last pass froze, to log a change once rather than every pass. */
+  /** What the last pass froze and left out, to log a change once rather than every pass. */
   let lastFrozen = '';
+  let lastNotAdmitted = '';
   const pass = async (): Promise<void> => {
     if (!isLeader() || !options.loaded()) return;
     const started = performance.now();
@@ -81,6 +82,7 @@ export function createPlanningLoop(options: PlanningLoopOptions): PlanningLoop {
       const plan = desiredPlan({
         ...(options.fleetHash === undefined ? {} : { hash: options.fleetHash }),
         clusters: new Map([...fleet.clusters].map(([name, r]) => [name, { labels: r.cluster.labels }])),
+        operators: options.operators,
         reports: fleet.reports,
         health: options.health(),
         previous: intendedOwnership(fleet),
@@ -95,6 +97,11 @@ export function createPlanningLoop(options: PlanningLoopOptions): PlanningLoop {
         );
       }
       lastFrozen = frozen;
+      const notAdmitted = (plan.notAdmitted ?? []).map((c) => `${c.operator}@${c.cluster}`).join(', ');
+      if (notAdmitted !== lastNotAdmitted && notAdmitted !== '') {
+        logger.warn({ configs: plan.notAdmitted }, 'ShardingConfigs left out: --operator-file does not list their operator with their cluster');
+      }
+      lastNotAdmitted = notAdmitted;
       const result = await reconcile(
         {
           fleet,

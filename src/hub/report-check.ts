@@ -1,5 +1,5 @@
 import { createHashSettings, hashOptionsProblem, type HashSettings } from '../sharding/index.js';
-import type { ClusterReport } from '../transport/index.js';
+import type { ClusterReport, ReportedObject } from '../transport/index.js';
 
 export function sameHashSettings(a: HashSettings, b: HashSettings): boolean {
   return a.algorithm === b.algorithm && a.bucketCount === b.bucketCount && a.labels.hash === b.labels.hash && a.labels.namespace === b.labels.namespace && a.labels.control === b.labels.control;
@@ -18,10 +18,20 @@ function listedTwice(objects: readonly { namespace: string; name: string }[]): s
   return undefined;
 }
 
+/** The first object whose manifest names another object than the report lists it as, if any. */
+function misnamed(objects: readonly ReportedObject[]): string | undefined {
+  for (const { namespace, name, manifest } of objects) {
+    const metadata = typeof manifest === 'object' && manifest !== null && 'metadata' in manifest ? manifest.metadata : undefined;
+    const own = typeof metadata === 'object' && metadata !== null ? (metadata as { namespace?: unknown; name?: unknown }) : {};
+    if (own.namespace !== namespace || own.name !== name) return `${namespace}/${name}`;
+  }
+  return undefined;
+}
+
 /**
  * Why the hub will not plan with a cluster's report, or undefined. A report is one member cluster's word: what no
  * honest agent sends (hash settings the planner cannot use, a pod running another cluster's shard, an object listed
- * twice) made every planning pass of the whole fleet fail, or put addresses into other clusters' route tables
+ * twice or under another name) made every planning pass of the whole fleet fail, or put addresses into other clusters' route tables
  * (attacker probe, session 20); so did hash settings other than the fleet's, where the hub was given them. Such a
  * report is dropped whole and the cluster's last good one stays.
  */
@@ -41,6 +51,8 @@ export function reportProblem(report: ClusterReport, fleet?: HashSettings): stri
   ] as const) {
     const twice = listedTwice(objects);
     if (twice !== undefined) return `${kind} ${twice} is listed twice`;
+    const other = misnamed(objects);
+    if (other !== undefined) return `${kind} ${other}: its manifest names another object`;
   }
   return undefined;
 }

@@ -123,7 +123,8 @@ export class OperatorPlanner {
 
   private universe(): number[] {
     if (this.planned.length === 0) return [];
-    const all = this.fleet.clusters.map((_, ci) => ci);
+    const within = this.input.within === undefined ? undefined : new Set(this.input.within);
+    const all = this.fleet.clusters.flatMap((c, ci) => (within === undefined || within.has(c.name) ? [ci] : []));
     if (this.input.clusters) {
       const selector = compileSelector(this.input.clusters);
       return all.filter((ci) => matches(selector, this.fleet.clusters[ci]?.labels ?? {}));

@@ -34,6 +34,8 @@ export const OperatorInputSchema = Type.Object(
     name: Type.String({ minLength: 1 }),
     /** Clusters whose units the planned shards share; default: the planned shards' home clusters. */
     clusters: Type.Optional(LabelSelectorSchema),
+    /** The only clusters it may span, whatever `clusters` selects (the hub's --operator-file); default: any. */
+    within: Type.Optional(Type.Array(Type.String({ minLength: 1 }))),
     /** Every shard may own units of every cluster (spec.controller.multicluster). */
     multicluster: Type.Optional(Type.Boolean()),
     shards: Type.Array(ShardInputSchema),

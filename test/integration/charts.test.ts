@@ -1,8 +1,10 @@
 import { execFile, spawn } from 'node:child_process';
-import { readdirSync, existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { readOperatorFile } from '../../src/cli/commands/flags.js';
 import { resolveTool } from '../../src/dev/index.js';
 import { cluster, uniqueName } from './helpers/testbed.js';
 
@@ -67,12 +69,14 @@ async function dryRun(args: { chart: string; values?: string; namespace: string 
 interface RenderedObject {
   kind: string;
   metadata: { name: string; labels?: Record<string, string> };
+  data?: Record<string, string>;
   rules?: { apiGroups?: string[]; resources?: string[]; resourceNames?: string[]; verbs?: string[] }[];
   spec?: {
     template?: {
+      metadata?: { annotations?: Record<string, string> };
       spec?: {
         securityContext?: { fsGroup?: number };
-        volumes?: { name: string; projected?: { defaultMode?: number; sources?: { secret?: { name: string; items?: { key: string; path: string }[] } }[] } }[];
+        volumes?: { name: string; configMap?: { name: string }; projected?: { defaultMode?: number; sources?: { secret?: { name: string; items?: { key: string; path: string }[] } }[] } }[];
         containers?: { args?: string[]; volumeMounts?: { name: string; mountPath: string; readOnly?: boolean }[] }[];
       };
     };
@@ -220,6 +224,7 @@ describe('Helm charts', () => {
           `--signing-key=${dir}/route-signing.nk`,
           `--agent-issuer=${dir}/issuer.nk`,
           `--token-file=${dir}/tokens`,
+          '--operator-file=/etc/ctrlmesh/operators/operators',
           // extraArgs: durations with their units (ctrlmesh hub refuses a bare number)
           '--unknown-after=10s',
           '--offline-after=1m',
@@ -241,6 +246,24 @@ describe('Helm charts', () => {
         ]),
       );
     }
+  });
+
+  it("the hub chart's operators value is the hub's --operator-file, read as the hub reads it; a change rolls the hubs", async () => {
+    const objects = await renderedObjects({ chart: 'ctrlmesh-hub', namespace: 'ctrlmesh-system', values: withSecrets('ctrlmesh-hub') });
+    const configMap = objects.find((o) => o.kind === 'ConfigMap' && o.metadata.name === 'ctrlmesh-ctrlmesh-hub-operators');
+    const file = join(mkdtempSync(join(tmpdir(), 'ctrlmesh-operators-')), 'operators');
+    writeFileSync(file, configMap?.data?.operators ?? '');
+    expect(readOperatorFile(file)).toEqual([{ operator: 'operator-demo/demo', clusters: ['eu-west-1', 'eu-west-2'] }]);
+    const pod = objects.find((o) => o.kind === 'Deployment')?.spec?.template;
+    expect(pod?.spec?.volumes).toContainEqual({ name: 'operators', configMap: { name: 'ctrlmesh-ctrlmesh-hub-operators' } });
+    const checksum = (o: typeof objects): string | undefined => o.find((x) => x.kind === 'Deployment')?.spec?.template?.metadata?.annotations?.['checksum/operators'];
+    const changed = await renderedObjects({ chart: 'ctrlmesh-hub', namespace: 'ctrlmesh-system', values: withSecrets('ctrlmesh-hub'), set: ['operators.operator-demo/demo={eu-west-1}'] });
+    expect(checksum(changed)).toMatch(/^[0-9a-f]{64}$/u);
+    expect(checksum(changed)).not.toBe(checksum(objects));
+    // Without the value: no file, no flag (any cluster may define any operator, as before).
+    const plain = await renderedObjects({ chart: 'ctrlmesh-hub', namespace: 'ctrlmesh-system' });
+    expect(plain.some((o) => o.kind === 'ConfigMap')).toBe(false);
+    expect(plain.find((o) => o.kind === 'Deployment')?.spec?.template?.spec?.containers?.[0]?.args?.join(' ')).not.toContain('--operator-file');
   });
 
   it('the agent chart aggregates the kinds: a ShardingConfig is written by namespace admins only, unless rbac.shardingConfigWriters is edit', async () => {

@@ -93,7 +93,8 @@ describe('the control-plane bus tried as an attacker would (TLS + JWT auth, a re
 
   beforeAll(async () => {
     nats = await privateNats();
-    hub = await runHub(nats.nats, 'hub-attacked', { tokens });
+    // The operator file: atk is cluster a's alone; cluster b may define only its own operator.
+    hub = await runHub(nats.nats, 'hub-attacked', { tokens, operators: [{ operator, clusters: [a] }, { operator: `${NS}/own`, clusters: [b] }] });
     await eventually(() => expect(hub.isLeader()).toBe(true));
     agents.push(await runAgent({ registryName: a, bed: cluster(0), nats: nats.nats, token: 'token-of-a', webhook: undefined }));
     agents.push(await runAgent({ registryName: b, bed: cluster(1), nats: nats.nats, token: 'token-of-b', webhook: undefined }));
@@ -113,10 +114,12 @@ describe('the control-plane bus tried as an attacker would (TLS + JWT auth, a re
   }, 120_000);
 
   afterAll(async () => {
-    await kubeConfigFor(cluster(0))
-      .makeApiClient(CustomObjectsApi)
-      .deleteNamespacedCustomObject({ group: 'ctrlmesh.kusionstack.io', version: 'v1alpha1', namespace: NS, plural: 'shardingconfigs', name: 'atk' })
-      .catch(() => undefined);
+    for (const [bed, name] of [[0, 'atk'], [1, 'atk'], [1, 'own']] as const) {
+      await kubeConfigFor(cluster(bed))
+        .makeApiClient(CustomObjectsApi)
+        .deleteNamespacedCustomObject({ group: 'ctrlmesh.kusionstack.io', version: 'v1alpha1', namespace: NS, plural: 'shardingconfigs', name })
+        .catch(() => undefined);
+    }
     await Promise.all(clients.map((c) => c.close().catch(() => undefined)));
     await proxy?.close();
     await observer?.close();
@@ -314,5 +317,28 @@ describe('the control-plane bus tried as an attacker would (TLS + JWT auth, a re
     } finally {
       attacker.close();
     }
+  });
+
+  it("a member cluster that defines another's operator under its name joins nothing (the hub's operator file)", async () => {
+    const before = await genuine();
+    const kc = kubeConfigFor(cluster(1));
+    await ensureNamespace(kc, NS);
+    // Cluster b's API server holds a config named as a's operator, and one of its own: its real agent reports both.
+    await eventually(() => apply(kc, handWrittenConfig(NS, 'atk', ['2', '3'], HASH)));
+    await eventually(() => apply(kc, handWrittenConfig(NS, 'own', ['4'], HASH)));
+    // The positive control: b's report reached the hub's plan.
+    const own = await eventually(async () => {
+      const table = (await routeTables(observer, `${NS}/own`)).find((t) => t.shard === `${b}/own`);
+      if (!table) throw new Error('no table for b/own yet');
+      return table;
+    }, 30_000);
+    expect(own.clusters.find((c) => c.name === b)?.buckets).toEqual([4]);
+    await pause(1_000);
+    // By effect: atk has no shard in b, and a's table (its clusters, buckets and version) is as it was.
+    const tables = await routeTables(observer, operator);
+    expect(tables.map((t) => t.shard)).toEqual([shard]);
+    expect(tables[0]?.version).toBe(before.version);
+    expect(tables[0]?.clusters).toEqual(before.clusters);
+    expect(applied()).toBe(before.version);
   });
 });

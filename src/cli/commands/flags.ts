@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { FileError, UsageError } from '../../errors.js';
+import type { OperatorClusters } from '../../hub/options.js';
 import type { BootstrapToken } from '../../hub/registration.js';
 import { HASH_ALGORITHMS, type HashAlgorithm } from '../../sharding/index.js';
 import { stringValue, type CommandContext } from '../command.js';
@@ -13,12 +14,17 @@ export function readFlagFile(flag: string, path: string): string {
   }
 }
 
+/** The trimmed lines of a file named by a flag that are neither blank nor comments (#), with their line numbers. */
+function contentLines(flag: string, path: string): { text: string; number: number }[] {
+  return readFlagFile(flag, path)
+    .split('\n')
+    .map((raw, i) => ({ text: raw.trim(), number: i + 1 }))
+    .filter(({ text }) => text !== '' && !text.startsWith('#'));
+}
+
 /** Non-empty, trimmed lines of a token file (comments start with #). */
 export function readTokens(path: string): string[] {
-  const tokens = readFlagFile('token-file', path)
-    .split('\n')
-    .map((l) => l.trim())
-    .filter((l) => l !== '' && !l.startsWith('#'));
+  const tokens = contentLines('token-file', path).map(({ text }) => text);
   if (tokens.length === 0) throw new FileError(path, 'the token file holds no token (one per line)');
   return tokens;
 }
@@ -28,30 +34,40 @@ export function readTokens(path: string): string[] {
  * to give the cluster its labels (then its agent's are not used). A token registers the cluster it names and no other.
  */
 export function readBootstrapTokens(path: string): BootstrapToken[] {
-  const tokens: BootstrapToken[] = [];
-  readFlagFile('token-file', path)
-    .split('\n')
-    .forEach((raw, i) => {
-      const line = raw.trim();
-      if (line === '' || line.startsWith('#')) return;
-      const fields = line.split(/\s+/);
-      const [cluster, token, labels] = fields as [string, string, string | undefined];
-      if (fields.length < 2 || fields.length > 3) {
-        throw new FileError(path, `line ${i + 1}: write "CLUSTER TOKEN" or "CLUSTER TOKEN KEY=VALUE,..." (a bootstrap token is bound to one cluster)`);
-      }
-      if (labels === undefined) {
-        tokens.push({ cluster, token });
-        return;
-      }
-      const pairs = labels.split(',').map((pair) => {
-        const eq = pair.indexOf('=');
-        if (eq <= 0) throw new FileError(path, `line ${i + 1}: labels are KEY=VALUE pairs separated by commas, not "${labels}"`);
-        return [pair.slice(0, eq), pair.slice(eq + 1)] as const;
-      });
-      tokens.push({ cluster, token, labels: Object.fromEntries(pairs) });
+  const tokens = contentLines('token-file', path).map(({ text, number }): BootstrapToken => {
+    const fields = text.split(/\s+/);
+    const [cluster, token, labels] = fields as [string, string, string | undefined];
+    if (fields.length < 2 || fields.length > 3) {
+      throw new FileError(path, `line ${number}: write "CLUSTER TOKEN" or "CLUSTER TOKEN KEY=VALUE,..." (a bootstrap token is bound to one cluster)`);
+    }
+    if (labels === undefined) return { cluster, token };
+    const pairs = labels.split(',').map((pair) => {
+      const eq = pair.indexOf('=');
+      if (eq <= 0) throw new FileError(path, `line ${number}: labels are KEY=VALUE pairs separated by commas, not "${labels}"`);
+      return [pair.slice(0, eq), pair.slice(eq + 1)] as const;
     });
+    return { cluster, token, labels: Object.fromEntries(pairs) };
+  });
   if (tokens.length === 0) throw new FileError(path, 'the token file holds no "CLUSTER TOKEN" line');
   return tokens;
+}
+
+/**
+ * The hub's operator file: `NAMESPACE/NAME CLUSTER,...` per line, the clusters that may define and span the operator
+ * whose root or hand-written ShardingConfig is NAMESPACE/NAME. An empty file lists no operator: none is planned.
+ */
+export function readOperatorFile(path: string): OperatorClusters {
+  return contentLines('operator-file', path).map(({ text, number }) => {
+    const fields = text.split(/\s+/);
+    const [operator, clusters] = fields as [string, string | undefined];
+    const slash = operator.indexOf('/');
+    if (fields.length !== 2 || clusters === undefined || slash <= 0 || slash !== operator.lastIndexOf('/') || slash === operator.length - 1) {
+      throw new FileError(path, `line ${number}: write "NAMESPACE/NAME CLUSTER,..." (the clusters that may define and span the operator)`);
+    }
+    const names = clusters.split(',');
+    if (names.some((c) => c === '')) throw new FileError(path, `line ${number}: cluster names are separated by single commas, not "${clusters}"`);
+    return { operator, clusters: names };
+  });
 }
 
 /** `HOST:PORT`: an IPv4 address, a name or a bracketed IPv6 address (`[::1]:5443`), and a port (0 picks one). */

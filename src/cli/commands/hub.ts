@@ -6,7 +6,7 @@ import { UsageError } from '../../errors.js';
 import { durationValue, intValue, requiredString, stringValue, usableOptions, type Command } from '../command.js';
 import { decodeJwt } from '../../transport/auth/index.js';
 import { credsJwt, type NatsClientConfig } from '../../transport/index.js';
-import { hashAlgorithmFlag, hashAlgorithmValue, parseListen, readBootstrapTokens, readFlagFile, untilAborted } from './flags.js';
+import { hashAlgorithmFlag, hashAlgorithmValue, parseListen, readBootstrapTokens, readFlagFile, readOperatorFile, untilAborted } from './flags.js';
 import { natsOptions, requiredNatsConfig } from './nats-flags.js';
 
 /** An nkey seed named by a flag (or its environment variable), checked for its kind (e.g. SN: a server key). */
@@ -37,11 +37,18 @@ export const hubCommand: Command = {
     'registers that cluster only. --signing-key is the nkey seed that signs route tables (proxies trust its',
     'public key); with --agent-issuer (the account signing key; needs --nats-creds) the hub mints each agent an',
     'identity for its cluster alone. `ctrlmesh nats-auth init` writes all of these.',
+    "With --operator-file, a cluster's ShardingConfigs count only for the operators listed with it: no member",
+    "cluster can join or take over another's operator by naming it (docs/control-plane.md).",
     'Serves /healthz, /readyz, /metrics and /status (JSON; see `ctrlmesh status`).',
   ].join('\n'),
   options: {
     ...natsOptions,
     'token-file': { type: 'string', valueName: 'FILE', description: 'bootstrap tokens, one "CLUSTER TOKEN" line each' },
+    'operator-file': {
+      type: 'string',
+      valueName: 'FILE',
+      description: 'operators this hub plans, one "NAMESPACE/NAME CLUSTER,..." line each: only those clusters may define and span it (default: any cluster, any operator)',
+    },
     'signing-key': { type: 'string', valueName: 'FILE', description: 'nkey seed that signs route tables [$CTRLMESH_SIGNING_KEY]' },
     'agent-issuer': { type: 'string', valueName: 'FILE', description: "account signing key seed: mint agents' identities [$CTRLMESH_AGENT_ISSUER]" },
     replicas: { type: 'string', valueName: 'N', description: 'KV replicas of new buckets: 1 on one NATS server, 3 on a cluster (default auto: up to 3, as the cluster allows)' },
@@ -82,6 +89,7 @@ export const hubCommand: Command = {
     };
     const algorithm = hashAlgorithmValue(ctx);
     const listen = stringValue(ctx, 'listen');
+    const operatorFile = stringValue(ctx, 'operator-file');
     const nats = requiredNatsConfig(ctx);
     const options = usableOptions(
       parseHubOptions({
@@ -89,6 +97,7 @@ export const hubCommand: Command = {
         ...timing,
         nats,
         tokens: readBootstrapTokens(requiredString(ctx, 'token-file')),
+        ...(operatorFile === undefined ? {} : { operators: readOperatorFile(operatorFile) }),
         signingSeed: seedFile(ctx, 'signing-key', 'CTRLMESH_SIGNING_KEY', 'SN'),
         ...(agentIssuer(ctx, nats) ?? {}),
         ...(algorithm === undefined ? {} : { hash: { algorithm } }),

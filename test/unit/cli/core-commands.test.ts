@@ -211,6 +211,22 @@ describe('ctrlmesh proxy and hub: the control-plane trust flags', () => {
   });
 });
 
+describe('ctrlmesh hub --operator-file', () => {
+  it('refuses a missing file or a bad line in one line, exit 2', async () => {
+    const tokens = join(dir, 'hub-tokens-operators');
+    writeFileSync(tokens, 'cluster-a secret\n');
+    const seed = join(dir, 'signing-operators.nk');
+    writeFileSync(seed, `SN${'A'.repeat(56)}\n`);
+    const hub = (file: string) => ctrlmesh('hub', '--nats', 'nats://127.0.0.1:4222', '--token-file', tokens, '--signing-key', seed, '--operator-file', file);
+    const missing = await hub(join(dir, 'no-such-operators'));
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toMatch(/^ctrlmesh: .*no-such-operators: cannot read the file given to --operator-file: ENOENT\n$/u);
+    const operators = join(dir, 'operators');
+    writeFileSync(operators, 'ns/op cluster-a\nns/op cluster-b\n');
+    expect(await hub(operators)).toEqual({ code: 2, stdout: '', stderr: 'ctrlmesh: operator file: ns/op is listed twice; give it one line with all its clusters\n' });
+  });
+});
+
 describe('duration flags', () => {
   const usage = async (...argv: string[]): Promise<string> => {
     const r = await ctrlmesh(...argv);

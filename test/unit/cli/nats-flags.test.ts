@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { natsConfigFromFlags } from '../../../src/cli/commands/nats-flags.js';
-import { readBootstrapTokens } from '../../../src/cli/commands/flags.js';
+import { readBootstrapTokens, readOperatorFile } from '../../../src/cli/commands/flags.js';
 import type { CommandContext } from '../../../src/cli/command.js';
 import { FileError, UsageError } from '../../../src/errors.js';
 
@@ -61,5 +61,23 @@ describe("the hub's bootstrap token file", () => {
   it('refuses a bare token (the old format) and an empty file, naming the line', () => {
     expect(() => readBootstrapTokens(file('old', 'just-a-token\n'))).toThrow(/line 1: write "CLUSTER TOKEN"/);
     expect(() => readBootstrapTokens(file('empty', '# nothing\n'))).toThrow(FileError);
+  });
+});
+
+describe("the hub's operator file", () => {
+  it('lists each operator with the clusters that may define and span it', () => {
+    expect(readOperatorFile(file('operators', '# prod\noperator-prod/prod  prod-a,prod-b\n\nteam-x/op eu-1\n'))).toEqual([
+      { operator: 'operator-prod/prod', clusters: ['prod-a', 'prod-b'] },
+      { operator: 'team-x/op', clusters: ['eu-1'] },
+    ]);
+    // An empty file is a hub that plans no operator: meant, for a hub being set up, so not refused.
+    expect(readOperatorFile(file('no-operators', '# none yet\n'))).toEqual([]);
+  });
+
+  it('refuses a line that is not NAMESPACE/NAME CLUSTER,..., naming it', () => {
+    for (const line of ['op prod-a', 'ns/op', 'ns/op a b', '/op a', 'ns/ a', 'a/b/c x']) {
+      expect(() => readOperatorFile(file('bad-operators', `${line}\n`))).toThrow(/line 1: write "NAMESPACE\/NAME CLUSTER,..."/);
+    }
+    expect(() => readOperatorFile(file('bad-clusters', 'ns/op a,,b\n'))).toThrow(/line 1: cluster names are separated by single commas/);
   });
 });

@@ -32,6 +32,17 @@ describe("the hub's options", () => {
     expect(bad.ok ? [] : bad.problems).toEqual([expect.stringMatching(/^token file: cluster eu-west-1, label not a key!=x: /u)]);
   });
 
+  it('take an operator file whose lines name operators once each, as NAMESPACE/NAME', () => {
+    const operators = [{ operator: 'operator-prod/prod', clusters: ['prod-a', 'prod-b'] }];
+    const result = parseHubOptions({ ...valid, operators });
+    expect(result.ok && result.options.operators).toEqual(operators);
+    const bad = parseHubOptions({ ...valid, operators: [...operators, { operator: 'Prod/x', clusters: ['a'] }, { operator: 'operator-prod/prod', clusters: ['c'] }] });
+    expect(bad.ok ? [] : bad.problems).toEqual([
+      'operator file: "Prod/x" is not the NAMESPACE/NAME of a ShardingConfig',
+      'operator file: operator-prod/prod is listed twice; give it one line with all its clusters',
+    ]);
+  });
+
   it('are checked against the schema, every field at fault named', () => {
     const result = parseHubOptions({ ...valid, signingSeed: `SA${'A'.repeat(56)}`, replicas: 7, leaseTtlMs: 1_000, health: { unknownAfterMs: 15_000 } });
     expect(result.ok ? [] : result.problems).toEqual([

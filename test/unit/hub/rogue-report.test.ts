@@ -4,7 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { validateManifest } from '../../../src/api/index.js';
 import { desiredPlan } from '../../../src/hub/desired.js';
-import { createHashSettings } from '../../../src/sharding/index.js';
+import { createHashSettings, parseUnitKey } from '../../../src/sharding/index.js';
 import { reportProblem } from '../../../src/hub/report-check.js';
 import { Messages, encodeMessage, type ReportedObject } from '../../../src/transport/index.js';
 import { clusterReport, HASH } from './report-fixture.js';
@@ -105,6 +105,86 @@ describe('a rogue member cluster reports', () => {
       expect(frozen.operators).toEqual([]);
       expect(frozen.frozen).toEqual(['operator-prod/prod']);
       expect(frozen.outOfStep).toEqual(['evil']);
+    });
+  });
+
+  describe("another cluster's operator, by its namespace and name", () => {
+    /** prod's root spans every cluster labelled env=prod; evil labels itself so (no labels on its token line). */
+    const spanning = (name: string, spec: Record<string, unknown>): ReportedObject =>
+      config('operator-prod', name, {
+        root: { prefix: name, targetStatefulSet: name, auto: { shardingSize: 2, everyShardReplicas: 1 }, resourceSelector: [{ apiGroups: [''], resources: ['configmaps'] }], clusters: { matchLabels: { env: 'prod' } } },
+        selector: { matchLabels: { app: name } },
+        controller: { leaderElectionName: name, multicluster: true },
+        ...spec,
+      });
+    const prodConfig = spanning('prod', {});
+    // evil's copy: more shards, a webhook port and labels of its choosing.
+    const takeover = config('operator-prod', 'prod', {
+      ...(spanning('prod', {}).manifest as { spec: Record<string, unknown> }).spec,
+      root: { prefix: 'prod', targetStatefulSet: 'prod', auto: { shardingSize: 6, everyShardReplicas: 1 }, resourceSelector: [{ apiGroups: [''], resources: ['configmaps'] }], clusters: {} },
+      webhook: { certDir: '/tmp', port: 6666 },
+      objectLabels: 'Never',
+    });
+    const labelled = new Map([
+      ['evil', { labels: { env: 'prod' } }],
+      ['prod-a', { labels: { env: 'prod' } }],
+    ]);
+    const fromProd = new Map([['prod-a', report('prod-a', [prodConfig])]]);
+    const fromBoth = new Map([['evil', report('evil', [takeover, root('evil-ns', 'own', { shardingSize: 1, everyShardReplicas: 1 })])], ['prod-a', report('prod-a', [prodConfig])]]);
+    const file = [{ operator: 'operator-prod/prod', clusters: ['prod-a'] }];
+
+    it('joins it without an operator file: shards, span, webhook port and labels are evil\'s to set', () => {
+      const prod = desiredPlan({ clusters: labelled, reports: fromBoth, health, previous: new Map() }).operators.find((o) => o.operator === 'operator-prod/prod');
+      expect(prod?.shards.some((s) => s.homeCluster === 'evil')).toBe(true);
+      expect(prod?.clusters).toContain('evil');
+    });
+
+    it('changes nothing of it with the hub\'s --operator-file: the plan is the one prod\'s report alone makes', () => {
+      const alone = desiredPlan({ clusters: labelled, operators: file, reports: fromProd, health, previous: new Map() });
+      const plan = desiredPlan({ clusters: labelled, operators: file, reports: fromBoth, health, previous: new Map() });
+      expect(plan.operators).toEqual(alone.operators);
+      const prod = plan.operators[0];
+      expect(prod?.operator).toBe('operator-prod/prod');
+      // Its span stops at the listed clusters, whatever label evil gives itself.
+      expect(prod?.clusters).toEqual(['prod-a']);
+      expect(prod?.shards.flatMap((s) => s.units.map((u) => parseUnitKey(u).cluster))).not.toContain('evil');
+      expect(prod?.webhook).toBeUndefined();
+      expect(prod?.objectLabels).toBe('Auto');
+      expect(plan.notAdmitted).toEqual([
+        { operator: 'operator-prod/prod', cluster: 'evil' },
+        { operator: 'evil-ns/own', cluster: 'evil' },
+      ]);
+      expect(plan.frozen).toEqual([]);
+    });
+
+    it('under another name in the listing than in its manifest: the report is dropped, and the manifest\'s name is what the file is checked against', () => {
+      const disguised = { ...takeover, namespace: 'evil-ns', name: 'own' };
+      expect(reportProblem(report('evil', [disguised]))).toBe('ShardingConfig evil-ns/own: its manifest names another object');
+      const listed = [...file, { operator: 'evil-ns/own', clusters: ['evil'] }];
+      const plan = desiredPlan({ clusters: labelled, operators: listed, reports: new Map([['evil', report('evil', [disguised])], ['prod-a', report('prod-a', [prodConfig])]]), health, previous: new Map() });
+      expect(plan.operators.map((o) => o.operator)).toEqual(['operator-prod/prod']);
+      expect(plan.notAdmitted).toEqual([{ operator: 'operator-prod/prod', cluster: 'evil' }]);
+    });
+
+    it('an invalid copy freezes nothing it is not admitted to', () => {
+      const broken = config('operator-prod', 'prod', { root: { prefix: 'prod' } });
+      const previous = new Map([['operator-prod/prod', {}]]);
+      const plan = desiredPlan({ clusters: labelled, operators: file, reports: new Map([['evil', report('evil', [broken])], ['prod-a', report('prod-a', [prodConfig])]]), health, previous });
+      expect(plan.frozen).toEqual([]);
+      expect(plan.operators.map((o) => o.operator)).toEqual(['operator-prod/prod']);
+    });
+
+    it('an operator the file leaves out keeps its tables while still configured, and is withdrawn once configured nowhere', () => {
+      const previous = new Map([['operator-prod/prod', {}]]);
+      const unlisted = desiredPlan({ clusters: labelled, operators: [], reports: fromProd, health, previous });
+      expect(unlisted.operators).toEqual([]);
+      expect(unlisted.frozen).toEqual(['operator-prod/prod']);
+      expect(unlisted.notAdmitted).toEqual([{ operator: 'operator-prod/prod', cluster: 'prod-a' }]);
+      // Listed with a misspelt cluster: the same.
+      expect(desiredPlan({ clusters: labelled, operators: [{ operator: 'operator-prod/prod', clusters: ['prod-b'] }], reports: fromProd, health, previous }).frozen).toEqual(['operator-prod/prod']);
+      const gone = desiredPlan({ clusters: labelled, operators: [], reports: new Map([['prod-a', report('prod-a', [])]]), health, previous });
+      expect(gone.frozen).toEqual([]);
+      expect(gone.notAdmitted).toBeUndefined();
     });
   });
 });
