@@ -3,6 +3,7 @@ import { validateManifest, type ObjectLabels, type ResourceGroup, type ShardingC
 import {
   bucketsOfUnits,
   createHashSettings,
+  homeClusterOf,
   operatorInput,
   plan,
   shardsOfConfigs,
@@ -27,6 +28,8 @@ export interface DesiredInput {
   operators?: OperatorClusters | undefined;
   reports: ReadonlyMap<string, ClusterReport>;
   health: ReadonlyMap<string, ClusterHealth>;
+  /** Whether shards homed in an Offline cluster give up their units (the hub's --move-units-of-offline-clusters). */
+  moveUnitsOfOfflineClusters?: boolean;
   /** What each operator's shards were meant to own last time (granted or in flight): keeps the plan sticky. */
   previous: ReadonlyMap<string, Ownership>;
 }
@@ -148,10 +151,14 @@ export function desiredPlan(input: DesiredInput): FleetPlan {
   }
   settings ??= createHashSettings();
   for (const name of operators.keys()) frozen.delete(name);
-  // An operator still configured somewhere, with none of its configs admitted, keeps what it was granted: a line
-  // left out of the operator file, or a cluster misnamed in it, must not fence running shards. One configured
-  // nowhere is withdrawn as ever.
-  for (const { operator } of notAdmitted) if (input.previous.has(operator) && !operators.has(operator)) frozen.add(operator);
+  // An operator with none of its configs admitted keeps what it was granted while a cluster that ran one of its shards
+  // still configures it: a line left out of the operator file, or a cluster misnamed in it, must not fence running
+  // shards. Any other cluster's copy counts for nothing, so it cannot pin a decommissioned operator's tables
+  // (attacker probe, session 21); once none of those clusters configures it, it is withdrawn as ever.
+  for (const { operator, cluster } of notAdmitted) {
+    const granted = input.previous.get(operator);
+    if (granted !== undefined && !operators.has(operator) && Object.keys(granted).some((shard) => homeClusterOf(shard) === cluster)) frozen.add(operator);
+  }
   const refused = notAdmitted.length > 0 ? { notAdmitted } : {};
   if (outOfStep.size > 0) {
     // A stored report that hashes otherwise than the hub (its agent or the hub's --hash-algorithm changed since it
@@ -168,6 +175,7 @@ export function desiredPlan(input: DesiredInput): FleetPlan {
     hash: { algorithm: settings.algorithm, bucketCount: settings.bucketCount },
     clusters: [...input.clusters].map(([name, c]) => ({ name, labels: c.labels, health: input.health.get(name) ?? 'Unknown' as const })),
     weights,
+    ...(input.moveUnitsOfOfflineClusters === true ? { options: { moveUnitsOfOfflineClusters: true } } : {}),
   };
   const assignment = planIsolated(planInput, [...operators.values()], previous, frozen);
 

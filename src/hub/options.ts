@@ -68,6 +68,12 @@ export const HubOptionsSchema = Type.Object(
       },
       { additionalProperties: false },
     ),
+    /**
+     * Shards whose home cluster is Offline lose their units to the operator's shards elsewhere, through the usual
+     * handover (`--move-units-of-offline-clusters`; a multicluster operator's failover). Off by default: a cluster
+     * that flaps moves nothing, and a shard that cannot be reached keeps what it owns until its cluster is back.
+     */
+    moveUnitsOfOfflineClusters: Type.Boolean(),
     /** Under a steady stream of changes, at most one planning pass per this long (a burst of a few runs at once). */
     debounceMs: Millis(0, 60_000),
     /**
@@ -95,6 +101,7 @@ export const HUB_DEFAULTS = {
   leaseRenewMs: 2_000,
   health: { unknownAfterMs: 15_000, offlineAfterMs: 45_000 },
   debounceMs: 200,
+  moveUnitsOfOfflineClusters: false,
   proxyLeaseSeconds: 15,
   grantMarginMs: 2_000,
   handoverHistory: 50,
@@ -115,7 +122,12 @@ export function hubOptionProblems(options: HubOptions): string[] {
     }
   }
   const listed = new Set<string>();
-  for (const { operator } of options.operators ?? []) {
+  const registrable = new Set(options.tokens.map((t) => t.cluster));
+  for (const { operator, clusters } of options.operators ?? []) {
+    // A misspelt cluster would leave the operator's configs there unplanned: every cluster registers with a token.
+    for (const cluster of clusters) {
+      if (!registrable.has(cluster)) problems.push(`operator file: ${operator} lists cluster ${cluster}, which has no line in the token file`);
+    }
     if (!OPERATOR_NAME.test(operator)) problems.push(`operator file: "${operator}" is not the NAMESPACE/NAME of a ShardingConfig`);
     if (listed.has(operator)) problems.push(`operator file: ${operator} is listed twice; give it one line with all its clusters`);
     listed.add(operator);

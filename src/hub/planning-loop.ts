@@ -16,7 +16,7 @@ import { reconcile } from './reconciler.js';
  */
 export const BUCKET_CHECK_MS = 5_000;
 
-export interface PlanningLoopOptions extends Pick<HubOptions, 'debounceMs' | 'proxyLeaseSeconds' | 'grantMarginMs' | 'handoverHistory' | 'operators'> {
+export interface PlanningLoopOptions extends Pick<HubOptions, 'debounceMs' | 'proxyLeaseSeconds' | 'grantMarginMs' | 'handoverHistory' | 'operators' | 'moveUnitsOfOfflineClusters'> {
   /** The fleet's hash settings (`--hash-algorithm`): plans are made with them. */
   fleetHash?: HashSettings | undefined;
   fleet: Fleet;
@@ -83,6 +83,7 @@ export function createPlanningLoop(options: PlanningLoopOptions): PlanningLoop {
         ...(options.fleetHash === undefined ? {} : { hash: options.fleetHash }),
         clusters: new Map([...fleet.clusters].map(([name, r]) => [name, { labels: r.cluster.labels }])),
         operators: options.operators,
+        moveUnitsOfOfflineClusters: options.moveUnitsOfOfflineClusters,
         reports: fleet.reports,
         health: options.health(),
         previous: intendedOwnership(fleet),

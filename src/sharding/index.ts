@@ -45,7 +45,7 @@ export {
 } from './config-shards.js';
 export { operatorInput, operatorsFromConfigs } from './operators-from-configs.js';
 export { ownedSelector } from './owned-selector.js';
-export { shardName } from './shard-name.js';
+export { homeClusterOf, shardName } from './shard-name.js';
 export {
   bucketsOfUnits,
   compareUnits,

@@ -133,14 +133,19 @@ export class OperatorPlanner {
     return all.filter((ci) => homes.has(ci));
   }
 
-  /** The shards that may own units of partition p right now. */
+  /**
+   * The shards that may own units of partition p right now. With moveOffline, not those homed in an Offline cluster
+   * while a shard elsewhere can take their units: with none, revoking them would leave the units to nobody.
+   */
   private eligible(p: number): number[] {
     const first = this.partitions[p]?.[0];
-    return this.planned.filter((si) => {
+    const candidates = this.planned.filter((si) => {
       const ci = this.home[si];
-      if (ci === undefined || (this.fleet.moveOffline && this.fleet.offline[ci])) return false;
-      return this.input.multicluster === true || ci === first;
+      return ci !== undefined && (this.input.multicluster === true || ci === first);
     });
+    if (!this.fleet.moveOffline) return candidates;
+    const reachable = candidates.filter((si) => !this.fleet.offline[this.home[si] as number]);
+    return reachable.length > 0 ? reachable : candidates;
   }
 
   private unitsOf(clusters: readonly number[]): Int32Array {
@@ -168,7 +173,7 @@ export class OperatorPlanner {
           cluster,
           bucket: u % this.fleet.bucketCount,
           reason: this.input.multicluster
-            ? 'no shard runs in a cluster that is not Offline'
+            ? 'no shard runs in a registered cluster'
             : `no shard runs in cluster ${cluster} and the operator is not multicluster`,
         });
       }

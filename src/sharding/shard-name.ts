@@ -6,3 +6,8 @@
 export function shardName(cluster: string, config: string): string {
   return `${cluster}/${config}`;
 }
+
+/** The cluster a shard named by {@link shardName} runs in. */
+export function homeClusterOf(shard: string): string {
+  return shard.slice(0, shard.indexOf('/'));
+}

@@ -225,6 +225,7 @@ describe('Helm charts', () => {
           `--agent-issuer=${dir}/issuer.nk`,
           `--token-file=${dir}/tokens`,
           '--operator-file=/etc/ctrlmesh/operators/operators',
+          '--move-units-of-offline-clusters',
           // extraArgs: durations with their units (ctrlmesh hub refuses a bare number)
           '--unknown-after=10s',
           '--offline-after=1m',

@@ -67,6 +67,10 @@ export const hubCommand: Command = {
       description: `proxies fence themselves this long after their last lease renewal, whole seconds (default ${formatDuration(HUB_DEFAULTS.proxyLeaseSeconds * 1000)})`,
     },
     'hash-algorithm': hashAlgorithmFlag(': reports of agents that hash otherwise are dropped (default: the first cluster\'s by name, which any member cluster can set)'),
+    'move-units-of-offline-clusters': {
+      type: 'boolean',
+      description: "an Offline cluster's shards hand their units to the operator's shards elsewhere (multicluster failover; default: they keep them)",
+    },
     'grant-margin': {
       type: 'string',
       valueName: 'DURATION',
@@ -101,6 +105,7 @@ export const hubCommand: Command = {
         signingSeed: seedFile(ctx, 'signing-key', 'CTRLMESH_SIGNING_KEY', 'SN'),
         ...(agentIssuer(ctx, nats) ?? {}),
         ...(algorithm === undefined ? {} : { hash: { algorithm } }),
+        moveUnitsOfOfflineClusters: ctx.values['move-units-of-offline-clusters'] === true,
         identity: stringValue(ctx, 'identity') ?? `${hostname()}-${randomBytes(3).toString('hex')}`,
         replicas: (stringValue(ctx, 'replicas') ?? 'auto') === 'auto' ? 'auto' : intValue(ctx, 'replicas', 1, field.replicas.anyOf[0]),
         listen: listen ? parseListen('listen', listen) : HUB_DEFAULTS.listen,

@@ -222,7 +222,7 @@ describe('ctrlmesh hub --operator-file', () => {
     expect(missing.code).toBe(2);
     expect(missing.stderr).toMatch(/^ctrlmesh: .*no-such-operators: cannot read the file given to --operator-file: ENOENT\n$/u);
     const operators = join(dir, 'operators');
-    writeFileSync(operators, 'ns/op cluster-a\nns/op cluster-b\n');
+    writeFileSync(operators, 'ns/op cluster-a\nns/op cluster-a\n');
     expect(await hub(operators)).toEqual({ code: 2, stdout: '', stderr: 'ctrlmesh: operator file: ns/op is listed twice; give it one line with all its clusters\n' });
   });
 });

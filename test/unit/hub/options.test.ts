@@ -33,12 +33,13 @@ describe("the hub's options", () => {
   });
 
   it('take an operator file whose lines name operators once each, as NAMESPACE/NAME', () => {
-    const operators = [{ operator: 'operator-prod/prod', clusters: ['prod-a', 'prod-b'] }];
+    const operators = [{ operator: 'operator-prod/prod', clusters: ['eu-west-1'] }];
     const result = parseHubOptions({ ...valid, operators });
     expect(result.ok && result.options.operators).toEqual(operators);
-    const bad = parseHubOptions({ ...valid, operators: [...operators, { operator: 'Prod/x', clusters: ['a'] }, { operator: 'operator-prod/prod', clusters: ['c'] }] });
+    const bad = parseHubOptions({ ...valid, operators: [...operators, { operator: 'Prod/x', clusters: ['eu-west-1'] }, { operator: 'operator-prod/prod', clusters: ['eu-west-1', 'eu-west-l'] }] });
     expect(bad.ok ? [] : bad.problems).toEqual([
       'operator file: "Prod/x" is not the NAMESPACE/NAME of a ShardingConfig',
+      'operator file: operator-prod/prod lists cluster eu-west-l, which has no line in the token file',
       'operator file: operator-prod/prod is listed twice; give it one line with all its clusters',
     ]);
   });

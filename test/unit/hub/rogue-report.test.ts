@@ -166,16 +166,19 @@ describe('a rogue member cluster reports', () => {
       expect(plan.notAdmitted).toEqual([{ operator: 'operator-prod/prod', cluster: 'evil' }]);
     });
 
+    /** prod as granted before: one shard in prod-a. */
+    const granted = new Map([['operator-prod/prod', { 'prod-a/prod-0-normal': [] }]]);
+
     it('an invalid copy freezes nothing it is not admitted to', () => {
       const broken = config('operator-prod', 'prod', { root: { prefix: 'prod' } });
-      const previous = new Map([['operator-prod/prod', {}]]);
+      const previous = granted;
       const plan = desiredPlan({ clusters: labelled, operators: file, reports: new Map([['evil', report('evil', [broken])], ['prod-a', report('prod-a', [prodConfig])]]), health, previous });
       expect(plan.frozen).toEqual([]);
       expect(plan.operators.map((o) => o.operator)).toEqual(['operator-prod/prod']);
     });
 
-    it('an operator the file leaves out keeps its tables while still configured, and is withdrawn once configured nowhere', () => {
-      const previous = new Map([['operator-prod/prod', {}]]);
+    it('an operator the file leaves out keeps its tables while still configured where it ran, and is withdrawn once not', () => {
+      const previous = granted;
       const unlisted = desiredPlan({ clusters: labelled, operators: [], reports: fromProd, health, previous });
       expect(unlisted.operators).toEqual([]);
       expect(unlisted.frozen).toEqual(['operator-prod/prod']);
@@ -185,6 +188,15 @@ describe('a rogue member cluster reports', () => {
       const gone = desiredPlan({ clusters: labelled, operators: [], reports: new Map([['prod-a', report('prod-a', [])]]), health, previous });
       expect(gone.frozen).toEqual([]);
       expect(gone.notAdmitted).toBeUndefined();
+    });
+  
+    it("a copy cannot pin a decommissioned operator's tables: only the clusters its shards ran in keep it frozen", () => {
+      const copy = new Map([['evil', report('evil', [takeover])], ['prod-a', report('prod-a', [])]]);
+      for (const operators of [file, []]) {
+        const plan = desiredPlan({ clusters: labelled, operators, reports: copy, health, previous: granted });
+        expect(plan.frozen).toEqual([]);
+        expect(plan.operators).toEqual([]);
+      }
     });
   });
 });

@@ -238,6 +238,27 @@ describe('plan: movement', () => {
     expect(moved.moves.every((m) => m.from === 's-a' && m.to === 's-b')).toBe(true);
     expect(moved.moves).toHaveLength(32);
   });
+
+  it('keeps the units of shards in an Offline cluster when no shard elsewhere may take them', () => {
+    const options = { moveUnitsOfOfflineClusters: true };
+    // Not multicluster: a cluster's units go only to shards running there.
+    const single: PlanInput = {
+      clusters: [{ name: 'a' }, { name: 'b' }],
+      weights: [],
+      operators: [{ name: 'ops/root', clusters: {}, shards: [{ name: 's-a', homeCluster: 'a' }, { name: 's-b', homeCluster: 'b' }] }],
+    };
+    const before = plan(single);
+    const down = plan({ ...single, clusters: [{ name: 'a', health: 'Offline' }, { name: 'b' }], options }, before.assignment);
+    expect(down.moves).toEqual([]);
+    expect(down.unassigned).toEqual([]);
+    expect(down.assignment).toEqual(before.assignment);
+    // Multicluster, every cluster Offline: nothing moves either.
+    const multi: PlanInput = { ...single, operators: [{ ...single.operators[0]!, multicluster: true }] };
+    const was = plan(multi);
+    const allDown = plan({ ...multi, clusters: [{ name: 'a', health: 'Offline' }, { name: 'b', health: 'Offline' }], options }, was.assignment);
+    expect(allDown.moves).toEqual([]);
+    expect(allDown.assignment).toEqual(was.assignment);
+  });
 });
 
 /** Loads of an assignment under the given weights (plan with the assignment fixed, every shard hand-written). */
