@@ -63,9 +63,16 @@ export class Fleet {
   /** The rules named by the latest acknowledgement of each shard (operator, then shard), as a comparable key. */
   readonly #ackRules = new Map<string, Map<string, string>>();
   readonly #corruptHandovers = new Map<string, CorruptEntry>();
+  /** Clusters removed from the fleet (`ctrlmesh clusters remove`): never in `clusters`, whatever the registry holds. */
+  readonly #removed = new Set<string>();
 
+  /** The registered clusters, less the removed ones. */
   get clusters(): ReadonlyMap<string, ClusterRecord> {
     return this.#clusters;
+  }
+
+  get removed(): ReadonlySet<string> {
+    return this.#removed;
   }
 
   get reports(): ReadonlyMap<string, ClusterReport> {
@@ -112,7 +119,8 @@ export class Fleet {
       return;
     }
     const record = receiveMessage(Messages.clusterRecord, entry.value, this.source(Buckets.clusters, entry));
-    if (record && record.cluster.name === name) this.#clusters.set(name, record);
+    // A record written after the removal (a registration that raced it) counts for nothing.
+    if (record && record.cluster.name === name && !this.#removed.has(name)) this.#clusters.set(name, record);
   }
 
   /** Returns the operator when the entry is an acknowledgement newer than the one known. */
@@ -121,12 +129,22 @@ export class Fleet {
     const [prefix, token] = entry.key.split('.', 2);
     const name = token === undefined ? undefined : decodeToken(token);
     if (name === undefined) return undefined;
-    if (prefix === 'report') {
+    if (prefix === 'removed') {
+      const removal = entry.operation === 'PUT' ? receiveMessage(Messages.clusterRemoval, entry.value, this.source(Buckets.state, entry)) : undefined;
+      if (removal?.cluster === name) {
+        this.#removed.add(name);
+        this.#clusters.delete(name);
+        this.#reports.delete(name);
+      } else if (entry.operation !== 'PUT') {
+        // Readmitted: the cluster is back once its agent registers again (its record was deleted with the removal).
+        this.#removed.delete(name);
+      }
+    } else if (prefix === 'report') {
       if (entry.operation !== 'PUT') this.#reports.delete(name);
       else {
         const report = receiveMessage(Messages.clusterReport, entry.value, this.source(Buckets.state, entry));
         // Stored before the hub checked reports on arrival, perhaps: read back under the same check.
-        if (report && report.cluster === name && reportProblem(report) === undefined) this.#reports.set(name, report);
+        if (report && report.cluster === name && reportProblem(report) === undefined && !this.#removed.has(name)) this.#reports.set(name, report);
       }
     } else if (prefix === 'handover') {
       this.#corruptHandovers.delete(name);
@@ -197,11 +215,12 @@ export class Fleet {
 
   /** A registration the leader has just stored. */
   recordRegistration(record: ClusterRecord): void {
-    this.#clusters.set(record.cluster.name, record);
+    if (!this.#removed.has(record.cluster.name)) this.#clusters.set(record.cluster.name, record);
   }
 
   /** A report the leader has just stored at `revision`. */
   recordReport(report: ClusterReport, revision: number): void {
+    if (this.#removed.has(report.cluster)) return;
     this.#reports.set(report.cluster, report);
     this.#reportRevisions.set(report.cluster, revision);
   }

@@ -67,13 +67,13 @@ export function createHubInputs(options: HubInputsOptions): HubInputs {
       watchKv({
         link,
         open: async () => buckets.state,
-        key: [Keys.reportAll, Keys.handoverAll, Keys.ackAll],
+        key: [Keys.reportAll, Keys.handoverAll, Keys.ackAll, Keys.removalAll],
         logger,
         onEntry: (e) => {
           // The leader planned when it stored the report: its echo would only earn a pass that changes nothing.
           if (fleet.holdsReport(e)) return;
           const acked = fleet.applyStateEntry(e);
-          if (e.key.startsWith('report.') || (acked !== undefined && fleet.handovers.get(acked)?.record.pending.length)) changed();
+          if (e.key.startsWith('report.') || e.key.startsWith('removed.') || (acked !== undefined && fleet.handovers.get(acked)?.record.pending.length)) changed();
         },
         onCurrent: () => markLoaded('state'),
       }),

@@ -85,7 +85,7 @@ export function createLeaderDuties(options: LeaderDutiesOptions): LeaderDuties {
 
   const register = async (request: RegisterRequest, channel: RegistrationChannel, msg: Msg): Promise<void> => {
     const name = request.cluster.name;
-    const decision = decideRegistration({ request, channel, tokens, existing: fleet.clusters.get(name), now: new Date(now()) });
+    const decision = decideRegistration({ request, channel, tokens, existing: fleet.clusters.get(name), removed: fleet.removed.has(name), now: new Date(now()) });
     if (decision.write === 'put') {
       await buckets.clusters.put(Keys.cluster(name), encodeMessage(Messages.clusterRecord, decision.record));
       fleet.recordRegistration(decision.record);
@@ -107,7 +107,9 @@ export function createLeaderDuties(options: LeaderDutiesOptions): LeaderDuties {
       return;
     }
     if (!fleet.clusters.has(report.cluster)) {
-      logger.warn({ cluster: report.cluster }, 'dropped a report from an unregistered cluster');
+      // A removed cluster's agent reports until it is stopped: expected, so not a warning each time.
+      if (fleet.removed.has(report.cluster)) logger.debug({ cluster: report.cluster }, 'dropped a report from a removed cluster');
+      else logger.warn({ cluster: report.cluster }, 'dropped a report from an unregistered cluster');
       return;
     }
     const refused = reportProblem(report, options.fleetHash);

@@ -48,10 +48,15 @@ export function decideRegistration(options: {
   channel: RegistrationChannel;
   tokens: readonly BootstrapToken[];
   existing: ClusterRecord | undefined;
+  /** Whether the cluster was removed from the fleet (`ctrlmesh clusters remove`): refused on either channel. */
+  removed: boolean;
   now: Date;
 }): RegistrationDecision {
   const { request, existing } = options;
   const name = request.cluster.name;
+  if (options.removed) {
+    return refuse(`registration of cluster "${name}" refused: it was removed from the fleet; \`ctrlmesh clusters readmit ${name}\` (with the hub's NATS credentials) lets it register again`);
+  }
   if (options.channel === 'bootstrap' && !tokenAccepted(request.token ?? '', name, options.tokens)) {
     return refuse(
       `registration of cluster "${name}" refused: the bootstrap token is not one the hub accepts for this cluster; check the agent's --token-file against the hub's "${name} TOKEN" line`,

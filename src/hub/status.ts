@@ -33,6 +33,8 @@ export interface HubStatus {
   identity: string;
   leader: boolean;
   clusters: ClusterStatus[];
+  /** Clusters removed from the fleet (`ctrlmesh clusters remove`), sorted: their registrations are refused. */
+  removedClusters: string[];
   operators: OperatorStatus[];
 }
 
@@ -71,5 +73,5 @@ export function hubStatus(options: { fleet: Fleet; identity: string; leader: boo
       };
     })
     .sort((a, b) => (a.operator < b.operator ? -1 : 1));
-  return { identity: options.identity, leader: options.leader, clusters, operators };
+  return { identity: options.identity, leader: options.leader, clusters, removedClusters: [...fleet.removed].sort(), operators };
 }

@@ -15,6 +15,7 @@ export {
   type Ack,
   type ClusterIdentity,
   type ClusterRecord,
+  type ClusterRemoval,
   type ClusterReport,
   type Heartbeat,
   type ObjectCount,

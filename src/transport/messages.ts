@@ -58,6 +58,12 @@ export const ClusterRecordSchema = Type.Object(
   { additionalProperties: false },
 );
 
+/**
+ * A cluster removed from the fleet (`ctrlmesh clusters remove`), stored at key removed.<cluster>: the hub refuses
+ * its registrations and plans without it until the record is deleted (`ctrlmesh clusters readmit`).
+ */
+export const ClusterRemovalSchema = Type.Object({ schema: version, cluster: name, removedAt: timestamp }, { additionalProperties: false });
+
 export const HeartbeatSchema = Type.Object(
   {
     schema: version,
@@ -234,6 +240,7 @@ export type RegisterReply = Static<typeof RegisterReplySchema>;
 export type ClusterRecord = Static<typeof ClusterRecordSchema>;
 export type Heartbeat = Static<typeof HeartbeatSchema>;
 export type ReportedObject = Static<typeof ReportedObjectSchema>;
+export type ClusterRemoval = Static<typeof ClusterRemovalSchema>;
 export type ReportedPod = Static<typeof ReportedPodSchema>;
 export type ReportedNamespace = Static<typeof ReportedNamespaceSchema>;
 export type ObjectCount = Static<typeof ObjectCountSchema>;
@@ -262,6 +269,7 @@ export const Messages = {
   registerRequest: { kind: 'RegisterRequest', schema: RegisterRequestSchema },
   registerReply: { kind: 'RegisterReply', schema: RegisterReplySchema },
   clusterRecord: { kind: 'ClusterRecord', schema: ClusterRecordSchema },
+  clusterRemoval: { kind: 'ClusterRemoval', schema: ClusterRemovalSchema },
   heartbeat: { kind: 'Heartbeat', schema: HeartbeatSchema },
   clusterReport: { kind: 'ClusterReport', schema: ClusterReportSchema },
   ack: { kind: 'Ack', schema: AckSchema },

@@ -10,7 +10,8 @@ export const Buckets = {
   clusters: 'ctrlmesh-clusters',
   /**
    * Hub state: latest reports (`report.<cluster>`), handovers (`handover.<operator>`) and the latest acknowledged
-   * route-table version of each shard (`ack.<operator>.<shard>`).
+   * route-table version of each shard (`ack.<operator>.<shard>`), and the clusters removed from the fleet
+   * (`removed.<cluster>`).
    */
   state: 'ctrlmesh-state',
   /** Route tables: key `<operator>.<shard>` -> RouteTable. */
@@ -55,6 +56,9 @@ export const Keys = {
   handoverAll: 'handover.*',
   ack: (operator: string, shard: string): string => `ack.${encodeToken(operator)}.${encodeToken(shard)}`,
   ackAll: 'ack.*.*',
+  /** A cluster removed from the fleet (state bucket): its registrations are refused until the key is deleted. */
+  removal: (cluster: string): string => `removed.${encodeToken(cluster)}`,
+  removalAll: 'removed.*',
   /** A malformed value the hub leader copied aside before replacing it (state bucket): `quarantine.<key>.<revision>`. */
   quarantine: (key: string, revision: number): string => `quarantine.${key}.${revision}`,
   leader: 'leader',

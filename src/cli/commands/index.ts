@@ -15,6 +15,7 @@ const loaders: readonly (readonly [name: string, load: () => Promise<Command>])[
   ['hub', async () => (await import('./hub.js')).hubCommand],
   ['agent', async () => (await import('./agent.js')).agentCommand],
   ['status', async () => (await import('./status.js')).statusCommand],
+  ['clusters', async () => (await import('./clusters.js')).clustersCommand],
   ['proxy', async () => (await import('./proxy.js')).proxyCommand],
   ['kubeconfig', async () => (await import('./kubeconfig.js')).kubeconfigCommand],
   ['demo', async () => (await import('./demo.js')).demoCommand],

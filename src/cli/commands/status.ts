@@ -39,7 +39,9 @@ export function renderStatus(status: HubStatus): string {
     ),
   );
   const pending = status.operators.flatMap((o) => o.pending.map((p) => [o.operator, p.unit, p.from, p.to ?? '-', new Date(p.revokedAt).toISOString()]));
-  const parts = [`hub ${status.identity} (${status.leader ? 'leader' : 'standby'})`, '', clusters, '', shards];
+  const parts = [`hub ${status.identity} (${status.leader ? 'leader' : 'standby'})`, '', clusters];
+  if (status.removedClusters.length) parts.push(`removed: ${status.removedClusters.join(', ')}`);
+  parts.push('', shards);
   if (pending.length) parts.push('', renderTable(['OPERATOR', 'UNIT', 'FROM', 'TO', 'REVOKED AT'], pending));
   return `${parts.join('\n')}\n`;
 }

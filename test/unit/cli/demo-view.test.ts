@@ -9,6 +9,7 @@ const status: HubStatus = {
   clusters: [
     { name: 'cluster-a', labels: {}, server: 'https://127.0.0.1:1', health: 'Ready', lastHeartbeat: null, registeredAt: '2026-01-01T00:00:00Z', reportedAt: null },
   ],
+  removedClusters: [],
   operators: [
     {
       operator: 'operator-demo/demo-root',

@@ -1,0 +1,29 @@
+import type { KV } from '@nats-io/kv';
+import { Keys, MESSAGE_SCHEMA_VERSION, Messages, encodeMessage } from '../transport/index.js';
+
+/** The hub's buckets a removal writes: what the hub's own NATS identity may write (no other identity may). */
+export interface RemovalBuckets {
+  clusters: KV;
+  state: KV;
+}
+
+/**
+ * Removes a registered cluster from the fleet. The removal is stored first, so a registration racing it is refused,
+ * or its record ignored, by every hub; then the cluster's record and its last report go. The leader plans without it
+ * at once: its shards' units are revoked (handed over as ever) and its own units leave every operator's span.
+ * Returns false, changing nothing, for a cluster that is not registered.
+ */
+export async function removeCluster(buckets: RemovalBuckets, cluster: string, now: Date): Promise<boolean> {
+  if ((await buckets.clusters.get(Keys.cluster(cluster)))?.operation !== 'PUT') return false;
+  await buckets.state.put(Keys.removal(cluster), encodeMessage(Messages.clusterRemoval, { schema: MESSAGE_SCHEMA_VERSION, cluster, removedAt: now.toISOString() }));
+  await buckets.clusters.delete(Keys.cluster(cluster));
+  await buckets.state.delete(Keys.report(cluster));
+  return true;
+}
+
+/** Lets a removed cluster register again (its agent then does, on its next start); false when it was not removed. */
+export async function readmitCluster(buckets: Pick<RemovalBuckets, 'state'>, cluster: string): Promise<boolean> {
+  if ((await buckets.state.get(Keys.removal(cluster)))?.operation !== 'PUT') return false;
+  await buckets.state.delete(Keys.removal(cluster));
+  return true;
+}
