@@ -1,12 +1,11 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { CustomObjectsApi } from '@kubernetes/client-node';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AgentHandle } from '../../src/agent/index.js';
 import type { HubHandle } from '../../src/hub/index.js';
 import type { RouteTable } from '../../src/transport/index.js';
-import { apply, bootstrapTokens, ensureNamespace, eventually, GROUP, handWrittenConfig, observe, privateNats, routeTables, runAgent, runHub, security } from './control-fixture.js';
+import { apply, bootstrapTokens, deleteShardingConfigs, ensureNamespace, eventually, handWrittenConfig, observe, privateNats, routeTables, runAgent, runHub, security } from './control-fixture.js';
 import { cluster, kubeConfigFor, uniqueName } from './helpers/testbed.js';
 
 const run = promisify(execFile);
@@ -57,12 +56,7 @@ describe('removing a member cluster from the fleet (ctrlmesh clusters remove, re
   });
 
   afterAll(async () => {
-    for (const bed of [0, 1]) {
-      await kubeConfigFor(cluster(bed))
-        .makeApiClient(CustomObjectsApi)
-        .deleteNamespacedCustomObject({ group: GROUP, version: 'v1alpha1', namespace: NS, plural: 'shardingconfigs', name: 'rm' })
-        .catch(() => undefined);
-    }
+    for (const bed of [0, 1]) await deleteShardingConfigs(kubeConfigFor(cluster(bed)), NS, 'rm');
     await nc?.close();
     for (const agent of agents.values()) await agent.stop();
     await hub?.stop();

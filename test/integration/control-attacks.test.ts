@@ -1,7 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:net';
-import { CustomObjectsApi } from '@kubernetes/client-node';
 import { Kvm } from '@nats-io/kv';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { createServer as createNkey } from '@nats-io/nkeys';
@@ -29,6 +28,7 @@ import {
 import type { Role } from '../../src/transport/auth/index.js';
 import {
   apply,
+  deleteShardingConfigs,
   ensureNamespace,
   eventually,
   handWrittenConfig,
@@ -114,12 +114,8 @@ describe('the control-plane bus tried as an attacker would (TLS + JWT auth, a re
   }, 120_000);
 
   afterAll(async () => {
-    for (const [bed, name] of [[0, 'atk'], [1, 'atk'], [1, 'own']] as const) {
-      await kubeConfigFor(cluster(bed))
-        .makeApiClient(CustomObjectsApi)
-        .deleteNamespacedCustomObject({ group: 'ctrlmesh.kusionstack.io', version: 'v1alpha1', namespace: NS, plural: 'shardingconfigs', name })
-        .catch(() => undefined);
-    }
+    await deleteShardingConfigs(kubeConfigFor(cluster(0)), NS, 'atk');
+    await deleteShardingConfigs(kubeConfigFor(cluster(1)), NS, 'atk', 'own');
     await Promise.all(clients.map((c) => c.close().catch(() => undefined)));
     await proxy?.close();
     await observer?.close();

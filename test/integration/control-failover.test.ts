@@ -21,6 +21,7 @@ import {
 } from '../../src/transport/index.js';
 import {
   apply,
+  deleteShardingConfigs,
   bootstrapTokens,
   ensureNamespace,
   eventually,
@@ -87,12 +88,7 @@ describe('failures: hub failover, agent loss, invalid configs, bad input, NATS r
 
   afterAll(async () => {
     watch?.stop();
-    for (const n of ['h1', 'h2', 'roll']) {
-      await kc
-        .makeApiClient(CustomObjectsApi)
-        .deleteNamespacedCustomObject({ group: GROUP, version: 'v1alpha1', namespace: NS, plural: 'shardingconfigs', name: n })
-        .catch(() => undefined);
-    }
+    await deleteShardingConfigs(kc, NS, 'h1', 'h2', 'roll');
     await link?.close();
     await nc?.close();
     await agent?.stop();

@@ -130,6 +130,14 @@ export async function eventually<T>(check: () => T | Promise<T>, timeoutMs = 20_
   }
 }
 
+/** Deletes the ShardingConfigs of `names` in a namespace, if there (a test's clean-up). */
+export async function deleteShardingConfigs(kc: KubeConfig, namespace: string, ...names: string[]): Promise<void> {
+  const api = kc.makeApiClient(CustomObjectsApi);
+  for (const name of names) {
+    await api.deleteNamespacedCustomObject({ group: GROUP, version: 'v1alpha1', namespace, plural: 'shardingconfigs', name }).catch(() => undefined);
+  }
+}
+
 export async function ensureNamespace(kc: KubeConfig, name: string): Promise<void> {
   await ensureNamespaceOf(kc.makeApiClient(CoreV1Api), name);
 }

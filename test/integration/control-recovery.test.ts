@@ -1,7 +1,7 @@
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { CustomObjectsApi, type KubernetesObject } from '@kubernetes/client-node';
+import type { KubernetesObject } from '@kubernetes/client-node';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
@@ -12,10 +12,10 @@ import { NatsRouteSource, parseStoredTable } from '../../src/proxy/index.js';
 import { Buckets, Keys, MESSAGE_SCHEMA_VERSION, Messages, decodeMessage, encodeMessage, type Ack, type RouteTable } from '../../src/transport/index.js';
 import {
   apply,
+  deleteShardingConfigs,
   bootstrapTokens,
   ensureNamespace,
   eventually,
-  GROUP,
   handWrittenConfig,
   observe,
   privateNats,
@@ -100,12 +100,7 @@ describe('bad state never wedges or crashes: corrupt store, corrupt handover rec
   }, 120_000);
 
   afterAll(async () => {
-    for (const name of ['solo', 'roll']) {
-      await kc
-        .makeApiClient(CustomObjectsApi)
-        .deleteNamespacedCustomObject({ group: GROUP, version: 'v1alpha1', namespace: NS, plural: 'shardingconfigs', name })
-        .catch(() => undefined);
-    }
+    await deleteShardingConfigs(kc, NS, 'solo', 'roll');
     await proxy?.close();
     await nc?.close();
     await agent?.stop();

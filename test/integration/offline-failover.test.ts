@@ -1,10 +1,10 @@
-import { CustomObjectsApi, type KubernetesObject } from '@kubernetes/client-node';
+import type { KubernetesObject } from '@kubernetes/client-node';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AgentHandle } from '../../src/agent/index.js';
 import type { HubHandle } from '../../src/hub/index.js';
 import type { RouteTable } from '../../src/transport/index.js';
-import { apply, bootstrapTokens, ensureNamespace, eventually, GROUP, logger, observe, privateNats, routeTables, runAgent, runHub } from './control-fixture.js';
+import { apply, bootstrapTokens, deleteShardingConfigs, ensureNamespace, eventually, GROUP, logger, observe, privateNats, routeTables, runAgent, runHub } from './control-fixture.js';
 import { cluster, kubeConfigFor, uniqueName } from './helpers/testbed.js';
 
 const NS = 'operator-offline';
@@ -53,12 +53,7 @@ describe('a multicluster operator fails over from an Offline cluster (hub --move
   });
 
   afterAll(async () => {
-    for (const bed of [0, 1]) {
-      await kubeConfigFor(cluster(bed))
-        .makeApiClient(CustomObjectsApi)
-        .deleteNamespacedCustomObject({ group: GROUP, version: 'v1alpha1', namespace: NS, plural: 'shardingconfigs', name: 'fo' })
-        .catch(() => undefined);
-    }
+    for (const bed of [0, 1]) await deleteShardingConfigs(kubeConfigFor(cluster(bed)), NS, 'fo');
     await nc?.close();
     await agentA?.stop();
     await agentB?.stop();
