@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import { RegistrationError } from '../errors.js';
-import { newUserKey } from '../transport/auth/index.js';
+import { jwtAuthenticator } from '@nats-io/transport-node';
+import { decodeJwt, newUserKey } from '../transport/auth/index.js';
 import {
   MESSAGE_SCHEMA_VERSION,
   Messages,
@@ -101,10 +102,88 @@ export async function connectAndRegister(options: {
     };
   }
   await bootstrap.close();
-  const link = await connectNats({ config: { ...options.nats, credentials: { kind: 'jwt', jwt: reply.jwt, seed: key.seed } }, name, logger });
+  let jwt = reply.jwt;
+  const link = await connectNats({
+    config: { ...options.nats, credentials: { kind: 'jwt', jwt, seed: key.seed } },
+    // Every (re)connection presents the latest JWT: the server closes the connection when the one it holds expires.
+    authenticator: jwtAuthenticator(() => jwt, key.seed),
+    name,
+    logger,
+  });
+  renewIdentity({
+    expiresAt: () => decodeJwt(jwt).expiresAt,
+    renew: async (signal) => {
+      // Over the agent's own link while it is up; else (its JWT expired first) with the bootstrap token, as at start.
+      if (link.state() === 'connected') return (await registerCluster({ link, identity, publicKey: key.publicKey, logger, signal })).jwt;
+      const again = await connectNats({ config: options.nats, name, logger });
+      try {
+        return (await registerCluster({ link: again, identity, token: options.token, publicKey: key.publicKey, logger, signal })).jwt;
+      } finally {
+        await again.close();
+      }
+    },
+    renewed: (next) => {
+      jwt = next;
+    },
+    // Removed from the fleet: nothing this agent sends counts any more, and its identity is about to expire.
+    refused: () => void link.close(),
+    logger,
+    signal: options.signal,
+  });
   return {
     link,
     ownIdentity: true,
     reregister: async (signal) => void (await registerCluster({ link, identity, logger, signal })),
   };
+}
+
+/** How long one renewal attempt may take (it asks the hub once a second until answered), and the pause after one. */
+const RENEW_ATTEMPT_MS = 10_000;
+const RENEW_RETRY_MS = 1_000;
+
+/**
+ * Renews the agent's identity halfway through its life, for the same key (its reply inbox is named by it), and
+ * again each RENEW_ATTEMPT_MS until one succeeds. A refusal (the cluster was removed) ends the renewals and the
+ * agent's connection; the NATS server refuses the identity once it expires, whoever holds a copy.
+ */
+function renewIdentity(options: {
+  expiresAt: () => number | undefined;
+  renew: (signal: AbortSignal) => Promise<string | undefined>;
+  renewed: (jwt: string) => void;
+  refused: () => void;
+  logger: Logger;
+  signal: AbortSignal;
+}): void {
+  const { logger, signal } = options;
+  let timer: NodeJS.Timeout | undefined;
+  const schedule = (delayMs: number): void => {
+    timer = setTimeout(() => void attempt(), delayMs);
+  };
+  const scheduleHalfway = (): void => {
+    const expiresAt = options.expiresAt();
+    if (expiresAt !== undefined) schedule(Math.max(0, (expiresAt - Date.now()) / 2));
+  };
+  const attempt = async (): Promise<void> => {
+    const attemptSignal = AbortSignal.any([signal, AbortSignal.timeout(RENEW_ATTEMPT_MS)]);
+    try {
+      const jwt = await options.renew(attemptSignal);
+      if (signal.aborted) return;
+      if (jwt === undefined) throw new Error('the hub minted no identity');
+      options.renewed(jwt);
+      logger.info({ expiresAt: new Date(options.expiresAt() ?? 0).toISOString() }, "renewed the agent's NATS identity");
+      scheduleHalfway();
+    } catch (err) {
+      if (signal.aborted) return;
+      // A refusal is final; an attempt that ran out of time (no hub answered) is tried again.
+      if (err instanceof RegistrationError && !attemptSignal.aborted) {
+        logger.error({ err: err.message }, "the hub refused to renew the agent's NATS identity: the agent disconnects from NATS");
+        options.refused();
+        return;
+      }
+      logger.warn({ err: (err as Error).message }, "could not renew the agent's NATS identity yet; retrying");
+      schedule(RENEW_RETRY_MS);
+    }
+  };
+  signal.addEventListener('abort', () => clearTimeout(timer), { once: true });
+  scheduleHalfway();
 }

@@ -21,9 +21,15 @@ export async function removeCluster(buckets: RemovalBuckets, cluster: string, no
   return true;
 }
 
-/** Lets a removed cluster register again (its agent then does, on its next start); false when it was not removed. */
-export async function readmitCluster(buckets: Pick<RemovalBuckets, 'state'>, cluster: string): Promise<boolean> {
+/**
+ * Lets a removed cluster register again (its agent then does, on its next start); false when it was not removed.
+ * A record or report written while it was removed (by a hub that had not read the removal yet) goes first: the
+ * cluster comes back by registering, never from what it said while removed (attacker probe, session 21).
+ */
+export async function readmitCluster(buckets: RemovalBuckets, cluster: string): Promise<boolean> {
   if ((await buckets.state.get(Keys.removal(cluster)))?.operation !== 'PUT') return false;
+  await buckets.clusters.delete(Keys.cluster(cluster));
+  await buckets.state.delete(Keys.report(cluster));
   await buckets.state.delete(Keys.removal(cluster));
   return true;
 }

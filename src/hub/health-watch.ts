@@ -9,6 +9,8 @@ export interface HealthWatchOptions {
   metrics: Pick<HubMetrics, 'clusters'>;
   logger: Logger;
   now: () => number;
+  /** When the hub started listening to heartbeats (its clock): silence is counted from then for a cluster not heard. */
+  listeningSince: number;
   /** Called when a cluster's health changed: the plan may have to follow. */
   changed: () => void;
 }
@@ -32,7 +34,7 @@ export function createHealthWatch(options: HealthWatchOptions): HealthWatch {
   const current = (): Map<string, ClusterHealth> => {
     const at = now();
     const health = new Map<string, ClusterHealth>();
-    for (const name of fleet.clusters.keys()) health.set(name, clusterHealth(fleet.lastSeen.get(name), at, thresholds));
+    for (const name of fleet.clusters.keys()) health.set(name, clusterHealth(fleet.lastSeen.get(name), at, thresholds, options.listeningSince));
     return health;
   };
 

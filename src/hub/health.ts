@@ -12,14 +12,17 @@ export interface HealthThresholds {
 
 /**
  * Ready while heartbeats arrive; Unknown, then Offline as they stop. A cluster never heard from since the hub
- * started is Unknown (the hub cannot tell), and a heartbeat saying the agent lost its API server is Unknown too.
+ * started listening (`listeningSince`) is Unknown, then Offline once it has been silent that long: a hub started
+ * after a cluster went down must not take it for one that may be up (attacker probe, session 21: a restarted hub gave
+ * units back to an Offline cluster's shards). A heartbeat saying the agent lost its API server is Unknown too.
  */
 export function clusterHealth(
   last: { at: number; apiServerReachable: boolean } | undefined,
   now: number,
   thresholds: HealthThresholds,
+  listeningSince: number,
 ): ClusterHealth {
-  if (!last) return 'Unknown';
+  if (!last) return now - listeningSince >= thresholds.offlineAfterMs ? 'Offline' : 'Unknown';
   const silence = now - last.at;
   if (silence >= thresholds.offlineAfterMs) return 'Offline';
   if (silence >= thresholds.unknownAfterMs || !last.apiServerReachable) return 'Unknown';

@@ -49,13 +49,13 @@ export async function startHub(options: HubOptions, deps: HubDependencies): Prom
   const leadership: { election?: LeaderElection } = {};
   const isLeader = (): boolean => leadership.election?.isLeader() ?? false;
   const changed = (): void => planning.schedule();
-  const health = createHealthWatch({ fleet, thresholds: options.health, metrics, logger, now, changed });
+  const health = createHealthWatch({ fleet, thresholds: options.health, metrics, logger, now, listeningSince: now(), changed });
   const inputs = createHubInputs({ link, buckets, fleet, logger, now, changed, acknowledged: (ack) => duties.storeAck(ack) });
   // The fleet's hash settings, where the hub was given them: what reports are checked against and plans made with.
   const fleetHash = options.hash === undefined ? undefined : createHashSettings(options.hash);
-  const duties = createLeaderDuties({ ...options, fleetHash, link, buckets, fleet, signer, metrics, logger, now, isLeader, changed });
+  const duties = createLeaderDuties({ ...options, fleetHash, link, buckets, fleet, signer, metrics, logger, now, isLeader, loaded: inputs.loaded, changed });
   const planning = createPlanningLoop({ ...options, fleetHash, fleet, buckets, signer, metrics, logger, now, isLeader, loaded: inputs.loaded, health: health.current });
-  const status = (): HubStatus => hubStatus({ fleet, identity: options.identity, leader: isLeader(), now: now(), health: options.health });
+  const status = (): HubStatus => hubStatus({ fleet, identity: options.identity, leader: isLeader(), health: health.current() });
 
   // A scrape or status call answered during stop would otherwise hold the port until its keep-alive timeout (72 s).
   const server = Fastify({ logger: false, forceCloseConnections: true });

@@ -24,7 +24,7 @@ import { decideRegistration, type RegistrationChannel } from './registration.js'
 import { reportProblem } from './report-check.js';
 import type { HashSettings } from '../sharding/index.js';
 
-export interface LeaderDutiesOptions extends Pick<HubOptions, 'tokens' | 'agentIssuer'> {
+export interface LeaderDutiesOptions extends Pick<HubOptions, 'tokens' | 'agentIssuer' | 'agentIdentityTtlMs'> {
   /** The fleet's hash settings (`--hash-algorithm`): reports that hash otherwise are dropped. */
   fleetHash?: HashSettings | undefined;
   link: NatsLink;
@@ -35,6 +35,12 @@ export interface LeaderDutiesOptions extends Pick<HubOptions, 'tokens' | 'agentI
   logger: Logger;
   now: () => number;
   isLeader: () => boolean;
+  /**
+   * Whether the fleet has read every bucket. Until then registrations go unanswered (agents ask again) and reports
+   * are dropped (agents send them again): a removal not read yet would let a removed cluster back in (attacker probe,
+   * session 21).
+   */
+  loaded: () => boolean;
   /** Called when a stored report may change the plan. */
   changed: () => void;
 }
@@ -84,6 +90,7 @@ export function createLeaderDuties(options: LeaderDutiesOptions): LeaderDuties {
   };
 
   const register = async (request: RegisterRequest, channel: RegistrationChannel, msg: Msg): Promise<void> => {
+    if (!options.loaded()) return;
     const name = request.cluster.name;
     const decision = decideRegistration({ request, channel, tokens, existing: fleet.clusters.get(name), removed: fleet.removed.has(name), now: new Date(now()) });
     if (decision.write === 'put') {
@@ -96,12 +103,19 @@ export function createLeaderDuties(options: LeaderDutiesOptions): LeaderDuties {
     metrics.registrations.inc({ result: !decision.reply.ok ? 'refused' : decision.write === 'put' ? 'accepted' : 'unchanged' });
     const jwt =
       decision.reply.ok && issuer && request.publicKey
-        ? await mintUserJwt({ issuerSeed: issuer.seed, account: issuer.account, identity: { role: 'agent', cluster: name }, publicKey: request.publicKey })
+        ? await mintUserJwt({
+            issuerSeed: issuer.seed,
+            account: issuer.account,
+            identity: { role: 'agent', cluster: name },
+            publicKey: request.publicKey,
+            expiresAt: Math.floor((now() + options.agentIdentityTtlMs) / 1000),
+          })
         : undefined;
     respondMessage(msg, Messages.registerReply, { ...decision.reply, ...(jwt ? { jwt } : {}) });
   };
 
   const storeReport = async (report: ClusterReport, subject: string): Promise<void> => {
+    if (!options.loaded()) return;
     if (subject !== Subjects.report(report.cluster)) {
       logger.warn({ subject, cluster: report.cluster }, 'dropped a report whose cluster does not match its subject');
       return;

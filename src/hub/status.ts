@@ -1,4 +1,4 @@
-import { clusterHealth, type ClusterHealth, type HealthThresholds } from './health.js';
+import type { ClusterHealth } from './health.js';
 import type { Fleet } from './fleet.js';
 import type { HandoverRecord } from '../transport/index.js';
 
@@ -38,7 +38,7 @@ export interface HubStatus {
   operators: OperatorStatus[];
 }
 
-export function hubStatus(options: { fleet: Fleet; identity: string; leader: boolean; now: number; health: HealthThresholds }): HubStatus {
+export function hubStatus(options: { fleet: Fleet; identity: string; leader: boolean; health: ReadonlyMap<string, ClusterHealth> }): HubStatus {
   const { fleet } = options;
   const clusters = [...fleet.clusters.values()]
     .map(({ cluster, registeredAt }): ClusterStatus => {
@@ -47,7 +47,7 @@ export function hubStatus(options: { fleet: Fleet; identity: string; leader: boo
         name: cluster.name,
         labels: cluster.labels,
         server: cluster.server,
-        health: clusterHealth(seen, options.now, options.health),
+        health: options.health.get(cluster.name) ?? 'Unknown',
         lastHeartbeat: seen ? new Date(seen.at).toISOString() : null,
         registeredAt,
         reportedAt: fleet.reports.get(cluster.name)?.sentAt ?? null,

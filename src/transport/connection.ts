@@ -1,4 +1,4 @@
-import { connect, type NatsConnection, type Status } from '@nats-io/transport-node';
+import { connect, type Authenticator, type NatsConnection, type Status } from '@nats-io/transport-node';
 import { jetstream, type JetStreamClient } from '@nats-io/jetstream';
 import type { Logger } from 'pino';
 import { CtrlmeshError, ErrorCodes } from '../errors.js';
@@ -31,6 +31,12 @@ export interface ConnectOptions {
   logger: Logger;
   /** Milliseconds between reconnection attempts (default 500). */
   reconnectWaitMs?: number;
+  /**
+   * In place of the config's credentials at every (re)connection, with the same inbox prefix: an identity whose JWT
+   * is renewed while connected (the agent's) reconnects with the latest one. Refused authentication is then tried
+   * again rather than closing the connection, as the next attempt may carry a renewed JWT.
+   */
+  authenticator?: Authenticator;
 }
 
 const CONNECT_PROGRESS_MS = 10_000;
@@ -54,6 +60,7 @@ export async function connectNats(options: ConnectOptions): Promise<NatsLink> {
   try {
     nc = await connect({
       ...natsConnectionOptions(config),
+      ...(options.authenticator ? { authenticator: options.authenticator, ignoreAuthErrorAbort: true } : {}),
       name: options.name,
       maxReconnectAttempts: -1,
       waitOnFirstConnect: true,

@@ -67,6 +67,11 @@ export const hubCommand: Command = {
       description: `proxies fence themselves this long after their last lease renewal, whole seconds (default ${formatDuration(HUB_DEFAULTS.proxyLeaseSeconds * 1000)})`,
     },
     'hash-algorithm': hashAlgorithmFlag(': reports of agents that hash otherwise are dropped (default: the first cluster\'s by name, which any member cluster can set)'),
+    'agent-identity-ttl': {
+      type: 'string',
+      valueName: 'DURATION',
+      description: `how long an identity minted for an agent is valid; agents renew it halfway (default ${formatDuration(HUB_DEFAULTS.agentIdentityTtlMs)})`,
+    },
     'move-units-of-offline-clusters': {
       type: 'boolean',
       description: "an Offline cluster's shards hand their units to the operator's shards elsewhere (multicluster failover; default: they keep them)",
@@ -90,6 +95,7 @@ export const hubCommand: Command = {
       },
       proxyLeaseSeconds: durationValue(ctx, 'proxy-lease', HUB_DEFAULTS.proxyLeaseSeconds, field.proxyLeaseSeconds, 's'),
       grantMarginMs: durationValue(ctx, 'grant-margin', HUB_DEFAULTS.grantMarginMs, field.grantMarginMs),
+      agentIdentityTtlMs: durationValue(ctx, 'agent-identity-ttl', HUB_DEFAULTS.agentIdentityTtlMs, field.agentIdentityTtlMs),
     };
     const algorithm = hashAlgorithmValue(ctx);
     const listen = stringValue(ctx, 'listen');

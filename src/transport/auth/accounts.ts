@@ -96,10 +96,15 @@ export function newUserKey(): { publicKey: string; seed: Uint8Array } {
   return { publicKey: user.getPublicKey(), seed: user.getSeed() };
 }
 
-/** What a user JWT says of itself (not verified: the NATS server does that). */
-export function decodeJwt(jwt: string): { subject: string; issuerAccount: string; name: string } {
+/** What a user JWT says of itself (not verified: the NATS server does that); `expiresAt` in ms, when it expires. */
+export function decodeJwt(jwt: string): { subject: string; issuerAccount: string; name: string; expiresAt?: number } {
   const claims = decode<{ issuer_account?: string }>(jwt);
-  return { subject: claims.sub, issuerAccount: claims.nats?.issuer_account ?? claims.iss, name: claims.name ?? '' };
+  return {
+    subject: claims.sub,
+    issuerAccount: claims.nats?.issuer_account ?? claims.iss,
+    name: claims.name ?? '',
+    ...(claims.exp ? { expiresAt: claims.exp * 1000 } : {}),
+  };
 }
 
 /** The public key of a seed. */
