@@ -28,6 +28,8 @@ export interface DesiredInput {
   operators?: OperatorClusters | undefined;
   reports: ReadonlyMap<string, ClusterReport>;
   health: ReadonlyMap<string, ClusterHealth>;
+  /** The clusters this hub has heard a heartbeat from since it started. */
+  heard?: ReadonlySet<string>;
   /** Whether shards homed in an Offline cluster give up their units (the hub's --move-units-of-offline-clusters). */
   moveUnitsOfOfflineClusters?: boolean;
   /** What each operator's shards were meant to own last time (granted or in flight): keeps the plan sticky. */
@@ -173,7 +175,7 @@ export function desiredPlan(input: DesiredInput): FleetPlan {
   }
   const planInput = {
     hash: { algorithm: settings.algorithm, bucketCount: settings.bucketCount },
-    clusters: [...input.clusters].map(([name, c]) => ({ name, labels: c.labels, health: input.health.get(name) ?? 'Unknown' as const })),
+    clusters: [...input.clusters].map(([name, c]) => ({ name, labels: c.labels, health: planningHealth(name, input) })),
     weights,
     ...(input.moveUnitsOfOfflineClusters === true ? { options: { moveUnitsOfOfflineClusters: true } } : {}),
   };
@@ -219,6 +221,21 @@ export function desiredPlan(input: DesiredInput): FleetPlan {
     });
   }
   return { operators: planned, frozen: [...frozen], ...refused };
+}
+
+/**
+ * A cluster's health as the planner takes it. With moveUnitsOfOfflineClusters, a cluster this hub has not heard from
+ * yet, none of whose shards owns anything, counts as Offline: a hub started while a failed-over cluster is down sees
+ * it Unknown until --offline-after, and would meanwhile give its shards units back (attacker probe, session 21). A
+ * shard gains units only once its cluster has been heard from; one that owns units keeps them until it is Offline.
+ */
+function planningHealth(cluster: string, input: DesiredInput): ClusterHealth {
+  const health = input.health.get(cluster) ?? 'Unknown';
+  if (health !== 'Unknown' || input.moveUnitsOfOfflineClusters !== true || input.heard?.has(cluster) !== false) return health;
+  for (const shards of input.previous.values()) {
+    for (const [shard, units] of Object.entries(shards)) if (units.length > 0 && homeClusterOf(shard) === cluster) return health;
+  }
+  return 'Offline';
 }
 
 /**

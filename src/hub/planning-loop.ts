@@ -86,6 +86,7 @@ export function createPlanningLoop(options: PlanningLoopOptions): PlanningLoop {
         moveUnitsOfOfflineClusters: options.moveUnitsOfOfflineClusters,
         reports: fleet.reports,
         health: options.health(),
+        heard: new Set(fleet.lastSeen.keys()),
         previous: intendedOwnership(fleet),
       });
       const frozen = `${plan.frozen.join(', ')} ${plan.outOfStep?.join(', ') ?? ''}`.trim();

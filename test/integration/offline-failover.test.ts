@@ -8,6 +8,7 @@ import { apply, bootstrapTokens, deleteShardingConfigs, ensureNamespace, eventua
 import { cluster, kubeConfigFor, uniqueName } from './helpers/testbed.js';
 
 const NS = 'operator-offline';
+const pause = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 const OPERATOR = `${NS}/fo`;
 
 /** The same multicluster root in every cluster: one planned shard there, all of them sharing every cluster's units. */
@@ -37,11 +38,12 @@ describe('a multicluster operator fails over from an Offline cluster (hub --move
   let agentA: AgentHandle | undefined;
   let agentB: AgentHandle | undefined;
   let nc: NatsConnection;
+  // No proxy runs here: a revoked unit is granted after the lease (1 s) and the margin (0.5 s).
+  const hubOverrides = { tokens: bootstrapTokens(a, b), moveUnitsOfOfflineClusters: true, proxyLeaseSeconds: 1, grantMarginMs: 500 };
 
   beforeAll(async () => {
     nats = await privateNats();
-    // No proxy runs here: a revoked unit is granted after the lease (1 s) and the margin (0.5 s).
-    hub = await runHub(nats.nats, 'hub-offline', { tokens: bootstrapTokens(a, b), moveUnitsOfOfflineClusters: true, proxyLeaseSeconds: 1, grantMarginMs: 500 });
+    hub = await runHub(nats.nats, 'hub-offline', hubOverrides);
     agentA = await runAgent({ registryName: a, bed: cluster(0), nats: nats.nats, webhook: undefined });
     agentB = await runAgent({ registryName: b, bed: cluster(1), nats: nats.nats, webhook: undefined });
     nc = await observe(nats.nats);
@@ -81,6 +83,14 @@ describe('a multicluster operator fails over from an Offline cluster (hub --move
     const units = failedOver.flatMap((t) => t.clusters.flatMap((c) => c.buckets.map((bucket) => `${c.name}:${bucket}`)));
     expect(new Set(units).size).toBe(64);
     expect(new Set(failedOver.find((t) => t.shard === shardA)?.clusters.map((c) => c.name))).toEqual(new Set([a, b]));
+    // A hub started while b is down has never heard from it: it must not give b's shard units back, neither while b
+    // is Unknown to it (the first 5 s) nor once it is Offline. Sampled through that window and beyond.
+    await hub.stop();
+    hub = await runHub(nats.nats, 'hub-offline-2', hubOverrides);
+    const seen = new Set<number>();
+    for (const until = Date.now() + 8_000; Date.now() < until; await pause(200)) seen.add(owned(await routeTables(nc, OPERATOR))[shardB] ?? 0);
+    expect(hub.status().clusters.find((c) => c.name === b)?.health).toBe('Offline');
+    expect([...seen]).toEqual([0]);
     agentB = await runAgent({ registryName: b, bed: cluster(1), nats: nats.nats, webhook: undefined });
     await eventually(async () => {
       const shares = owned(await routeTables(nc, OPERATOR));
