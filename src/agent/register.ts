@@ -139,7 +139,7 @@ export async function connectAndRegister(options: {
 
 /** How long one renewal attempt may take (it asks the hub once a second until answered), and the pause after one. */
 const RENEW_ATTEMPT_MS = 10_000;
-const RENEW_RETRY_MS = 1_000;
+const RENEW_RETRY_MS = 5_000;
 
 /**
  * Renews the agent's identity halfway through its life, for the same key (its reply inbox is named by it), and
