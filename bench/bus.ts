@@ -14,6 +14,7 @@ import { createServer } from '@nats-io/nkeys';
 import type { Subscription } from '@nats-io/transport-node';
 import type { Logger } from 'pino';
 import { natsClientConfig, startNats, type NatsEndpoint, type NatsHandle } from '../src/dev/index.js';
+import { registerCluster } from '../src/agent/register.js';
 import { HUB_DEFAULTS, startHub, type HubHandle } from '../src/hub/index.js';
 import {
   Keys,
@@ -29,7 +30,6 @@ import {
   openRouteTable,
   publishMessage,
   publishRouteTable,
-  requestMessage,
   routeSigner,
   subscribeMessages,
   watchRouteTable,
@@ -507,16 +507,8 @@ async function startRealHub(side: Side, caPem: string, logger: Logger): Promise<
   }
   const bootstrap = await connectNats({ config: await natsClientConfig(side.endpoint, { role: 'bootstrap' }), name: `bench-${side.label}-bootstrap`, logger });
   try {
-    const reply = await requestMessage({
-      link: bootstrap,
-      subject: Subjects.register,
-      request: Messages.registerRequest,
-      reply: Messages.registerReply,
-      value: { schema: MESSAGE_SCHEMA_VERSION, token: TOKEN, cluster: { name: CLUSTER, labels: {}, server: 'https://127.0.0.1:1', caPem } },
-      timeoutMs: 10_000,
-      logger,
-    });
-    if (!reply.ok) throw new Error(`the ${side.label} bench hub refused the registration: ${reply.error ?? ''}`);
+    // As an agent registers: asked again until a hub that has read its buckets answers.
+    await registerCluster({ link: bootstrap, identity: { name: CLUSTER, labels: {}, server: 'https://127.0.0.1:1', caPem }, token: TOKEN, logger, signal: AbortSignal.timeout(60_000) });
   } finally {
     await bootstrap.close();
   }

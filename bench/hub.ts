@@ -7,6 +7,7 @@ import { pino } from 'pino';
 import { AGENT_DEFAULTS, startAgent } from '../src/agent/index.js';
 import { readFileSync } from 'node:fs';
 import { freePort, natsClientConfig, startTestbed, type NatsEndpoint, type Testbed } from '../src/dev/index.js';
+import { registerCluster } from '../src/agent/register.js';
 import { HUB_DEFAULTS, startHub, type HubOptions } from '../src/hub/index.js';
 import { hubCommandArgs } from '../src/transport/command-lines.js';
 import {
@@ -15,7 +16,6 @@ import {
   Subjects,
   connectNats,
   publishMessage,
-  requestMessage,
   watchRouteTable,
 } from '../src/transport/index.js';
 import { busSecurityRows, simulatedReport } from './bus.js';
@@ -206,15 +206,7 @@ async function heartbeatLoad(bed: Testbed, dir: string, progress: (m: string) =>
     }
     progress(`registering ${names.length} simulated clusters`);
     for (const name of names) {
-      await requestMessage({
-        link,
-        subject: Subjects.register,
-        request: Messages.registerRequest,
-        reply: Messages.registerReply,
-        value: { schema: MESSAGE_SCHEMA_VERSION, token: TOKEN, cluster: { name, labels: {}, server: 'https://127.0.0.1:1', caPem } },
-        timeoutMs: 5_000,
-        logger,
-      });
+      await registerCluster({ link, identity: { name, labels: {}, server: 'https://127.0.0.1:1', caPem }, token: TOKEN, logger, signal: AbortSignal.timeout(60_000) });
     }
     const now = new Date();
     for (const name of names) publishMessage(link, Subjects.report(name), Messages.clusterReport, simulatedReport(name, now));

@@ -22,6 +22,7 @@ import { pathToFileURL } from 'node:url';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 import { pino, type Logger } from 'pino';
 import { natsClientConfig, startNats, startNatsCluster, type NatsEndpoint } from '../src/dev/index.js';
+import { registerCluster } from '../src/agent/register.js';
 import { HUB_DEFAULTS, startHub, type HubHandle } from '../src/hub/index.js';
 import { NatsRouteSource } from '../src/proxy/index.js';
 import {
@@ -32,7 +33,6 @@ import {
   connectNats,
   openBucket,
   publishMessage,
-  requestMessage,
   subscribeAcks,
   type ClusterReport,
   type NatsClientConfig,
@@ -367,16 +367,8 @@ async function startSide(spec: SideSpec, dir: string, caPem: string, logger: Log
 
     const bootstrap = await connectNats({ config: await natsClientConfig(endpoint, { role: 'bootstrap' }), name: 'bench-prop-bootstrap', logger });
     try {
-      const reply = await requestMessage({
-        link: bootstrap,
-        subject: Subjects.register,
-        request: Messages.registerRequest,
-        reply: Messages.registerReply,
-        value: { schema: MESSAGE_SCHEMA_VERSION, token: TOKEN, cluster: { name: CLUSTER, labels: {}, server: 'https://127.0.0.1:1', caPem } },
-        timeoutMs: 10_000,
-        logger,
-      });
-      if (!reply.ok) throw new Error(`the ${label} bench hub refused the registration: ${reply.error ?? ''}`);
+      // As an agent registers: asked again until a hub that has read its buckets answers.
+      await registerCluster({ link: bootstrap, identity: { name: CLUSTER, labels: {}, server: 'https://127.0.0.1:1', caPem }, token: TOKEN, logger, signal: AbortSignal.timeout(60_000) });
     } finally {
       await bootstrap.close();
     }
