@@ -113,8 +113,10 @@ export async function connectAndRegister(options: {
   renewIdentity({
     expiresAt: () => decodeJwt(jwt).expiresAt,
     renew: async (signal) => {
-      // Over the agent's own link while it is up; else (its JWT expired first) with the bootstrap token, as at start.
-      if (link.state() === 'connected') return (await registerCluster({ link, identity, publicKey: key.publicKey, logger, signal })).jwt;
+      // Under its own identity while that is valid; once expired (no hub answered for half its life), with the
+      // bootstrap token, as at start. Judged by the expiry, not the link's state: an expired link flaps while
+      // nats.js retries it.
+      if (Date.now() < (decodeJwt(jwt).expiresAt ?? Infinity)) return (await registerCluster({ link, identity, publicKey: key.publicKey, logger, signal })).jwt;
       const again = await connectNats({ config: options.nats, name, logger });
       try {
         return (await registerCluster({ link: again, identity, token: options.token, publicKey: key.publicKey, logger, signal })).jwt;

@@ -9,8 +9,8 @@ export interface HealthWatchOptions {
   metrics: Pick<HubMetrics, 'clusters'>;
   logger: Logger;
   now: () => number;
-  /** When the hub started listening to heartbeats (its clock): silence is counted from then for a cluster not heard. */
-  listeningSince: number;
+  /** When the hub started listening to heartbeats (its clock; undefined: not yet): a cluster not heard is silent since. */
+  listeningSince: () => number | undefined;
   /** Called when a cluster's health changed: the plan may have to follow. */
   changed: () => void;
 }
@@ -34,7 +34,7 @@ export function createHealthWatch(options: HealthWatchOptions): HealthWatch {
   const current = (): Map<string, ClusterHealth> => {
     const at = now();
     const health = new Map<string, ClusterHealth>();
-    for (const name of fleet.clusters.keys()) health.set(name, clusterHealth(fleet.lastSeen.get(name), at, thresholds, options.listeningSince));
+    for (const name of fleet.clusters.keys()) health.set(name, clusterHealth(fleet.lastSeen.get(name), at, thresholds, options.listeningSince() ?? at));
     return health;
   };
 

@@ -49,7 +49,9 @@ export async function startHub(options: HubOptions, deps: HubDependencies): Prom
   const leadership: { election?: LeaderElection } = {};
   const isLeader = (): boolean => leadership.election?.isLeader() ?? false;
   const changed = (): void => planning.schedule();
-  const health = createHealthWatch({ fleet, thresholds: options.health, metrics, logger, now, listeningSince: now(), changed });
+  /** When this hub subscribed to heartbeats: the silence of a cluster it has not heard from is counted from then. */
+  const listening: { since?: number } = {};
+  const health = createHealthWatch({ fleet, thresholds: options.health, metrics, logger, now, listeningSince: () => listening.since, changed });
   const inputs = createHubInputs({ link, buckets, fleet, logger, now, changed, acknowledged: (ack) => duties.storeAck(ack) });
   // The fleet's hash settings, where the hub was given them: what reports are checked against and plans made with.
   const fleetHash = options.hash === undefined ? undefined : createHashSettings(options.hash);
@@ -65,6 +67,7 @@ export async function startHub(options: HubOptions, deps: HubDependencies): Prom
   logger.info({ url: address }, 'hub status API listening');
 
   inputs.start();
+  listening.since = now();
   health.start();
   leadership.election = electLeader({
     kv: buckets.hub,

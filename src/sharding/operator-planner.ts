@@ -134,18 +134,19 @@ export class OperatorPlanner {
   }
 
   /**
-   * The shards that may own units of partition p right now. With moveOffline, not those homed in an Offline cluster
-   * while a shard elsewhere can take their units: with none, revoking them would leave the units to nobody.
+   * The shards that may own units of partition p right now; with moveOffline, not those homed in an Offline cluster.
+   * `stranded` when moveOffline leaves none although some are planned: then nothing moves, since revoking their units
+   * would leave them to nobody, and balancing among them would hand units to shards in Offline clusters.
    */
-  private eligible(p: number): number[] {
+  private eligible(p: number): { shards: number[]; stranded: boolean } {
     const first = this.partitions[p]?.[0];
     const candidates = this.planned.filter((si) => {
       const ci = this.home[si];
       return ci !== undefined && (this.input.multicluster === true || ci === first);
     });
-    if (!this.fleet.moveOffline) return candidates;
+    if (!this.fleet.moveOffline) return { shards: candidates, stranded: false };
     const reachable = candidates.filter((si) => !this.fleet.offline[this.home[si] as number]);
-    return reachable.length > 0 ? reachable : candidates;
+    return { shards: reachable, stranded: reachable.length === 0 && candidates.length > 0 };
   }
 
   private unitsOf(clusters: readonly number[]): Int32Array {
@@ -161,21 +162,21 @@ export class OperatorPlanner {
   /** Re-balances one partition from its current owners; `joined` shards take work from the heaviest. */
   private rebalance(p: number, joined: readonly number[]): void {
     const units = this.partitionUnitList[p] as Int32Array;
-    const eligible = this.eligible(p);
+    const { shards: eligible, stranded } = this.eligible(p);
     const unassigned: Unassigned[] = [];
     this.partitionUnassigned[p] = unassigned;
+    const unowned = (u: number, reason: string): void => {
+      unassigned.push({ operator: this.name, cluster: this.fleet.clusterOf(u), bucket: u % this.fleet.bucketCount, reason });
+    };
+    if (stranded) {
+      for (const u of units) if (this.owner[u] === -1) unowned(u, 'every shard that may own it runs in an Offline cluster');
+      return;
+    }
     if (eligible.length === 0) {
       for (const u of units) {
         this.owner[u] = -1;
         const cluster = this.fleet.clusterOf(u);
-        unassigned.push({
-          operator: this.name,
-          cluster,
-          bucket: u % this.fleet.bucketCount,
-          reason: this.input.multicluster
-            ? 'no shard runs in a registered cluster'
-            : `no shard runs in cluster ${cluster} and the operator is not multicluster`,
-        });
+        unowned(u, this.input.multicluster ? 'no shard runs in a registered cluster' : `no shard runs in cluster ${cluster} and the operator is not multicluster`);
       }
       return;
     }

@@ -258,6 +258,11 @@ describe('plan: movement', () => {
     const allDown = plan({ ...multi, clusters: [{ name: 'a', health: 'Offline' }, { name: 'b', health: 'Offline' }], options }, was.assignment);
     expect(allDown.moves).toEqual([]);
     expect(allDown.assignment).toEqual(was.assignment);
+    // Nor does it balance among them: a failed-over assignment stays where it is while every cluster is Offline.
+    const failedOver = plan({ ...multi, clusters: [{ name: 'a' }, { name: 'b', health: 'Offline' }], options }, was.assignment);
+    expect(Object.values(failedOver.assignment.operators['ops/root']!['s-b']!).flat()).toEqual([]);
+    const stillDown = plan({ ...multi, clusters: [{ name: 'a', health: 'Offline' }, { name: 'b', health: 'Offline' }], options }, failedOver.assignment);
+    expect(stillDown.moves).toEqual([]);
   });
 });
 
