@@ -103,6 +103,7 @@ export async function connectAndRegister(options: {
   }
   await bootstrap.close();
   let jwt = reply.jwt;
+  const expiresAt = (): number | undefined => decodeJwt(jwt).expiresAt;
   const link = await connectNats({
     config: { ...options.nats, credentials: { kind: 'jwt', jwt, seed: key.seed } },
     // Every (re)connection presents the latest JWT: the server closes the connection when the one it holds expires.
@@ -111,12 +112,12 @@ export async function connectAndRegister(options: {
     logger,
   });
   renewIdentity({
-    expiresAt: () => decodeJwt(jwt).expiresAt,
+    expiresAt,
     renew: async (signal) => {
       // Under its own identity while that is valid; once expired (no hub answered for half its life), with the
       // bootstrap token, as at start. Judged by the expiry, not the link's state: an expired link flaps while
       // nats.js retries it.
-      if (Date.now() < (decodeJwt(jwt).expiresAt ?? Infinity)) return (await registerCluster({ link, identity, publicKey: key.publicKey, logger, signal })).jwt;
+      if (Date.now() < (expiresAt() ?? Infinity)) return (await registerCluster({ link, identity, publicKey: key.publicKey, logger, signal })).jwt;
       const again = await connectNats({ config: options.nats, name, logger });
       try {
         return (await registerCluster({ link: again, identity, token: options.token, publicKey: key.publicKey, logger, signal })).jwt;

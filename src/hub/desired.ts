@@ -173,9 +173,10 @@ export function desiredPlan(input: DesiredInput): FleetPlan {
   for (const [operator, shards] of input.previous) {
     previous.operators[operator] = Object.fromEntries(Object.entries(shards).map(([shard, units]) => [shard, Object.fromEntries(bucketsOfUnits(units))]));
   }
+  const owning = input.moveUnitsOfOfflineClusters === true ? clustersOwningUnits(input.previous) : new Set<string>();
   const planInput = {
     hash: { algorithm: settings.algorithm, bucketCount: settings.bucketCount },
-    clusters: [...input.clusters].map(([name, c]) => ({ name, labels: c.labels, health: planningHealth(name, input) })),
+    clusters: [...input.clusters].map(([name, c]) => ({ name, labels: c.labels, health: planningHealth(name, input, owning) })),
     weights,
     ...(input.moveUnitsOfOfflineClusters === true ? { options: { moveUnitsOfOfflineClusters: true } } : {}),
   };
@@ -229,13 +230,19 @@ export function desiredPlan(input: DesiredInput): FleetPlan {
  * it Unknown until --offline-after, and would meanwhile give its shards units back (attacker probe, session 21). A
  * shard gains units only once its cluster has been heard from; one that owns units keeps them until it is Offline.
  */
-function planningHealth(cluster: string, input: DesiredInput): ClusterHealth {
+function planningHealth(cluster: string, input: DesiredInput, owning: ReadonlySet<string>): ClusterHealth {
   const health = input.health.get(cluster) ?? 'Unknown';
   if (health !== 'Unknown' || input.moveUnitsOfOfflineClusters !== true || input.heard?.has(cluster) !== false) return health;
-  for (const shards of input.previous.values()) {
-    for (const [shard, units] of Object.entries(shards)) if (units.length > 0 && homeClusterOf(shard) === cluster) return health;
+  return owning.has(cluster) ? health : 'Offline';
+}
+
+/** The clusters where a shard owns units in `previous`, read once per plan. */
+function clustersOwningUnits(previous: ReadonlyMap<string, Ownership>): Set<string> {
+  const owning = new Set<string>();
+  for (const shards of previous.values()) {
+    for (const [shard, units] of Object.entries(shards)) if (units.length > 0) owning.add(homeClusterOf(shard));
   }
-  return 'Offline';
+  return owning;
 }
 
 /**
