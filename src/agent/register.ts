@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import { RegistrationError } from '../errors.js';
 import { jwtAuthenticator } from '@nats-io/transport-node';
+import { deadline } from '../runtime/index.js';
 import { decodeJwt, newUserKey } from '../transport/auth/index.js';
 import {
   MESSAGE_SCHEMA_VERSION,
@@ -111,6 +112,15 @@ export async function connectAndRegister(options: {
     name,
     logger,
   });
+  // Reused across renewal attempts made with the token, so that a NATS outage leaves one connection trying, not one
+  // per attempt; closed once a renewal succeeds, is refused, or the agent stops.
+  let tokenLink: Promise<NatsLink> | undefined;
+  const closeTokenLink = (): void => {
+    const closing = tokenLink;
+    tokenLink = undefined;
+    void closing?.then((l) => l.close(), () => undefined);
+  };
+  options.signal.addEventListener('abort', closeTokenLink, { once: true });
   renewIdentity({
     expiresAt,
     renew: async (signal) => {
@@ -118,18 +128,22 @@ export async function connectAndRegister(options: {
       // bootstrap token, as at start. Judged by the expiry, not the link's state: an expired link flaps while
       // nats.js retries it.
       if (Date.now() < (expiresAt() ?? Infinity)) return (await registerCluster({ link, identity, publicKey: key.publicKey, logger, signal })).jwt;
-      const again = await connectNats({ config: options.nats, name, logger });
-      try {
-        return (await registerCluster({ link: again, identity, token: options.token, publicKey: key.publicKey, logger, signal })).jwt;
-      } finally {
-        await again.close();
-      }
+      tokenLink ??= connectNats({ config: options.nats, name, logger }).catch((err: unknown) => {
+        tokenLink = undefined;
+        throw err;
+      });
+      const renewed = await registerCluster({ link: await tokenLink, identity, token: options.token, publicKey: key.publicKey, logger, signal });
+      closeTokenLink();
+      return renewed.jwt;
     },
     renewed: (next) => {
       jwt = next;
     },
     // Removed from the fleet: nothing this agent sends counts any more, and its identity is about to expire.
-    refused: () => void link.close(),
+    refused: () => {
+      closeTokenLink();
+      void link.close();
+    },
     logger,
     signal: options.signal,
   });
@@ -167,12 +181,13 @@ function renewIdentity(options: {
     if (expiresAt !== undefined) schedule(Math.max(0, (expiresAt - Date.now()) / 2));
   };
   const attempt = async (): Promise<void> => {
-    const attemptSignal = AbortSignal.any([signal, AbortSignal.timeout(RENEW_ATTEMPT_MS)]);
-    // The attempt ends with its signal even if a request on a link whose JWT expired never settles (seen in CI).
+    const attemptDeadline = deadline(signal, RENEW_ATTEMPT_MS);
+    const attemptSignal = attemptDeadline.signal;
+    // The attempt ends with its deadline even while its connection is still being made (NATS down too).
     const ended = new Promise<never>((_, reject) => attemptSignal.addEventListener('abort', () => reject(new RegistrationError('renewal attempt timed out')), { once: true }));
     ended.catch(() => undefined);
     try {
-      const jwt = await Promise.race([options.renew(attemptSignal), ended]);
+      const jwt = await Promise.race([options.renew(attemptSignal), ended]).finally(() => attemptDeadline.clear());
       if (signal.aborted) return;
       if (jwt === undefined) throw new Error('the hub minted no identity');
       options.renewed(jwt);

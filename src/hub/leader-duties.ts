@@ -108,7 +108,7 @@ export function createLeaderDuties(options: LeaderDutiesOptions): LeaderDuties {
             account: issuer.account,
             identity: { role: 'agent', cluster: name },
             publicKey: request.publicKey,
-            ...(options.agentIdentityTtlMs === undefined ? {} : { expiresAt: Math.floor((now() + options.agentIdentityTtlMs) / 1000) }),
+            expiresAt: Math.floor((now() + options.agentIdentityTtlMs) / 1000),
           })
         : undefined;
     respondMessage(msg, Messages.registerReply, { ...decision.reply, ...(jwt ? { jwt } : {}) });

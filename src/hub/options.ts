@@ -45,11 +45,10 @@ export const HubOptionsSchema = Type.Object(
      */
     agentIssuer: Type.Optional(Type.Object({ seed: seed('SA'), account: Type.String({ pattern: '^A[A-Z2-7]{55}$' }) }, { additionalProperties: false })),
     /**
-     * How long an identity minted for an agent is valid (`--agent-identity-ttl`; absent: no expiry). The agent renews
-     * it halfway, so a removed cluster's identity (its renewal is refused), or one copied from it, stops working
-     * within this time.
+     * How long an identity minted for an agent is valid (`--agent-identity-ttl`). The agent renews it halfway, so a
+     * removed cluster's identity (its renewal is refused), or one copied from it, stops working within this time.
      */
-    agentIdentityTtlMs: Type.Optional(Millis(2_000, 366 * 86_400_000)),
+    agentIdentityTtlMs: Millis(2_000, 366 * 86_400_000),
     /**
      * The fleet's hash settings (`--hash-algorithm`): tables carry them, and a report whose agent labels otherwise is
      * dropped. Absent, the first reporting cluster's by name count, which lets any member cluster set them for all.
@@ -110,6 +109,7 @@ export const HUB_DEFAULTS = {
   moveUnitsOfOfflineClusters: false,
   proxyLeaseSeconds: 15,
   grantMarginMs: 2_000,
+  agentIdentityTtlMs: 86_400_000,
   handoverHistory: 50,
   listen: { host: '127.0.0.1', port: 9464 },
 } as const satisfies Partial<HubOptions>;

@@ -1,2 +1,3 @@
 export { CoalescingRunner, DEFAULT_BURST } from './coalescing-runner.js';
 export { requestTimeoutChecks } from './request-timeout.js';
+export { deadline, type Deadline } from './deadline.js';

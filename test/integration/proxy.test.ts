@@ -4,6 +4,7 @@ import { gunzipSync } from 'node:zlib';
 import { ApiException, CoordinationV1Api, CoreV1Api, type V1ConfigMap } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ClusterUpstream } from '../../src/proxy/upstream/upstream.js';
+import { deadline } from '../../src/runtime/index.js';
 import { HASH_LABEL, bucket, clusterRoute, namespaceOutside, routeTable, settles, silent, startTestProxy, type TestProxy } from './helpers/proxy.js';
 import { cluster, kubeConfigFor, testbed, uniqueName } from './helpers/testbed.js';
 
@@ -125,7 +126,7 @@ describe('the proxy in front of real API servers, with a static route table', ()
     // From the current version and without bookmarks: nothing is sent until something changes.
     for (const path of [`/api/v1/nodes?watch=true&resourceVersion=${nodes}`, `/api/v1/namespaces/${ownedNs}/configmaps?watch=true&resourceVersion=${configMaps}`]) {
       const controller = new AbortController();
-      const res = await fetch(`${harness.proxy.apiUrl}${path}`, { signal: AbortSignal.any([controller.signal, AbortSignal.timeout(5_000)]) });
+      const res = await fetch(`${harness.proxy.apiUrl}${path}`, { signal: deadline(controller.signal, 5_000).signal });
       expect(res.status).toBe(200);
       expect(res.headers.get('content-type')).toMatch(/^application\/json/);
       controller.abort();

@@ -70,7 +70,7 @@ export const hubCommand: Command = {
     'agent-identity-ttl': {
       type: 'string',
       valueName: 'DURATION',
-      description: 'how long an identity minted for an agent is valid, such as 24h; agents renew it halfway (default: no expiry)',
+      description: `how long an identity minted for an agent is valid; agents renew it halfway (default ${formatDuration(HUB_DEFAULTS.agentIdentityTtlMs)})`,
     },
     'move-units-of-offline-clusters': {
       type: 'boolean',
@@ -95,6 +95,7 @@ export const hubCommand: Command = {
       },
       proxyLeaseSeconds: durationValue(ctx, 'proxy-lease', HUB_DEFAULTS.proxyLeaseSeconds, field.proxyLeaseSeconds, 's'),
       grantMarginMs: durationValue(ctx, 'grant-margin', HUB_DEFAULTS.grantMarginMs, field.grantMarginMs),
+      agentIdentityTtlMs: durationValue(ctx, 'agent-identity-ttl', HUB_DEFAULTS.agentIdentityTtlMs, field.agentIdentityTtlMs),
     };
     const algorithm = hashAlgorithmValue(ctx);
     const listen = stringValue(ctx, 'listen');
@@ -111,7 +112,6 @@ export const hubCommand: Command = {
         ...(agentIssuer(ctx, nats) ?? {}),
         ...(algorithm === undefined ? {} : { hash: { algorithm } }),
         moveUnitsOfOfflineClusters: ctx.values['move-units-of-offline-clusters'] === true,
-        ...(stringValue(ctx, 'agent-identity-ttl') === undefined ? {} : { agentIdentityTtlMs: durationValue(ctx, 'agent-identity-ttl', 86_400_000, field.agentIdentityTtlMs) }),
         identity: stringValue(ctx, 'identity') ?? `${hostname()}-${randomBytes(3).toString('hex')}`,
         replicas: (stringValue(ctx, 'replicas') ?? 'auto') === 'auto' ? 'auto' : intValue(ctx, 'replicas', 1, field.replicas.anyOf[0]),
         listen: listen ? parseListen('listen', listen) : HUB_DEFAULTS.listen,

@@ -1,6 +1,7 @@
 import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { ACK_STORE_DELAY_MS, createLeaderDuties } from '../../../src/hub/leader-duties.js';
+import { HUB_DEFAULTS } from '../../../src/hub/options.js';
 import { createHubMetrics, createRegistry } from '../../../src/metrics/index.js';
 import { Keys, MESSAGE_SCHEMA_VERSION, Messages, decodeMessage, type Ack, type KeptBuckets, type NatsLink } from '../../../src/transport/index.js';
 import { FakeKv } from './fake-kv.js';
@@ -23,6 +24,7 @@ function setup() {
   const leadership = { leader: true };
   const duties = createLeaderDuties({
     tokens: [],
+    agentIdentityTtlMs: HUB_DEFAULTS.agentIdentityTtlMs,
     loaded: () => true,
     link: {} as NatsLink,
     buckets: { clusters: new FakeKv().asKv(), state: state.asKv() } as Pick<KeptBuckets, 'clusters' | 'state'>,
