@@ -223,6 +223,7 @@ describe('Helm charts', () => {
           `--nats-creds=${dir}/hub.creds`,
           `--signing-key=${dir}/route-signing.nk`,
           `--agent-issuer=${dir}/issuer.nk`,
+          '--agent-identity-ttl=12h',
           `--token-file=${dir}/tokens`,
           '--operator-file=/etc/ctrlmesh/operators/operators',
           '--move-units-of-offline-clusters',
