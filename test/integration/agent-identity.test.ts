@@ -95,6 +95,27 @@ describe("an agent's NATS identity expires and is renewed (hub --agent-identity-
     expect(await connected()).toBe('1');
   });
 
+  it('outlives a NATS outage longer than its identity: renewed with its token once the server is back, it reconnects', async () => {
+    await eventually(async () => expect(await connected()).toBe('1'));
+    const down = logged.length;
+    await nats.nats.stop();
+    for (let waited = 0; waited <= TTL_MS; waited += 500) {
+      gc();
+      await pause(500);
+    }
+    await pause(500);
+    await nats.nats.start();
+    await eventually(async () => {
+      expect(await connected()).toBe('1');
+      expect(Date.now() - Date.parse(hub.status().clusters.find((c) => c.name === name)?.lastHeartbeat ?? '')).toBeLessThan(2_000);
+    }, 60_000).catch((err: unknown) => {
+      process.stderr.write(`agent log since the outage: ${JSON.stringify(logged.slice(down))}\n`);
+      throw err;
+    });
+    // Connected after an outage longer than its identity: the server accepted one minted since (it refuses expired ones).
+    expect(logged.slice(down)).toContain("renewed the agent's NATS identity");
+  });
+
   it('a removed cluster cannot renew: its agent is refused and disconnects', async () => {
     const kvm = new Kvm(nc);
     expect(await removeCluster({ clusters: await kvm.open(Buckets.clusters), state: await kvm.open(Buckets.state) }, name, new Date())).toBe(true);
