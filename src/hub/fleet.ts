@@ -130,12 +130,15 @@ export class Fleet {
     const name = token === undefined ? undefined : decodeToken(token);
     if (name === undefined) return undefined;
     if (prefix === 'removed') {
-      const removal = entry.operation === 'PUT' ? receiveMessage(Messages.clusterRemoval, entry.value, this.source(Buckets.state, entry)) : undefined;
-      if (removal?.cluster === name) {
+      if (entry.operation === 'PUT') {
+        // Any value under the key removes: one that does not read as this cluster's removal (corrupted, or written
+        // by a hub's answer aimed at the key, attacker probe of session 22) fails closed, until readmit deletes it.
+        const removal = receiveMessage(Messages.clusterRemoval, entry.value, this.source(Buckets.state, entry));
+        if (removal !== undefined && removal.cluster !== name) this.logger.warn({ source: `${Buckets.state}/${entry.key}`, cluster: removal.cluster }, 'a removal record names another cluster: counted as a removal of its key\'s');
         this.#removed.add(name);
         this.#clusters.delete(name);
         this.#reports.delete(name);
-      } else if (entry.operation !== 'PUT') {
+      } else {
         // Readmitted: the cluster is back once its agent registers again (its record was deleted with the removal).
         this.#removed.delete(name);
       }

@@ -7,6 +7,7 @@ import {
   Messages,
   Subjects,
   encodeMessage,
+  replyInboxKey,
   respondMessage,
   sameReport,
   serveRenewals,
@@ -92,7 +93,15 @@ export function createLeaderDuties(options: LeaderDutiesOptions): LeaderDuties {
   const register = async (request: RegisterRequest, channel: RegistrationChannel, msg: Msg): Promise<void> => {
     if (!options.loaded()) return;
     const name = request.cluster.name;
-    const decision = decideRegistration({ request, channel, tokens, existing: fleet.clusters.get(name), removed: fleet.removed.has(name), now: new Date(now()) });
+    const decision = decideRegistration({
+      request,
+      channel,
+      tokens,
+      existing: fleet.clusters.get(name),
+      removed: fleet.removed.has(name),
+      requesterKey: replyInboxKey(msg.reply),
+      now: new Date(now()),
+    });
     if (decision.write === 'put') {
       await buckets.clusters.put(Keys.cluster(name), encodeMessage(Messages.clusterRecord, decision.record));
       fleet.recordRegistration(decision.record);
@@ -152,6 +161,7 @@ export function createLeaderDuties(options: LeaderDutiesOptions): LeaderDuties {
           subject: Subjects.register,
           kind: Messages.registerRequest,
           logger,
+          requests: true,
           handler: (request, msg) => register(request, 'bootstrap', msg),
         }),
         subscribeMessages({
@@ -159,6 +169,7 @@ export function createLeaderDuties(options: LeaderDutiesOptions): LeaderDuties {
           subject: Subjects.registerAll,
           kind: Messages.registerRequest,
           logger,
+          requests: true,
           handler: (request, msg) => {
             // Only the agent of a cluster may publish on its subject (its permissions): the subject is the proof.
             if (msg.subject === Subjects.registerAs(request.cluster.name)) return register(request, 'identity', msg);

@@ -50,6 +50,11 @@ export function decideRegistration(options: {
   existing: ClusterRecord | undefined;
   /** Whether the cluster was removed from the fleet (`ctrlmesh clusters remove`): refused on either channel. */
   removed: boolean;
+  /**
+   * The public key the request's reply inbox is named by: the requester's own, since an identity may read no other
+   * inbox. On the identity channel an identity is minted only for it.
+   */
+  requesterKey: string | undefined;
   now: Date;
 }): RegistrationDecision {
   const { request, existing } = options;
@@ -61,6 +66,11 @@ export function decideRegistration(options: {
     return refuse(
       `registration of cluster "${name}" refused: the bootstrap token is not one the hub accepts for this cluster; check the agent's --token-file against the hub's "${name} TOKEN" line`,
     );
+  }
+  // A renewal is for the key that asks: a copied identity cannot mint itself others that outlive it (attacker probe,
+  // session 22).
+  if (options.channel === 'identity' && request.publicKey !== undefined && request.publicKey !== options.requesterKey) {
+    return refuse(`registration of cluster "${name}" refused: under a cluster's own identity, an identity is minted only for that identity's key`);
   }
   const problem = endpointProblem(request.cluster);
   if (problem) return refuse(`registration of cluster "${name}" refused: ${problem}`);

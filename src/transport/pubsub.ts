@@ -15,6 +15,36 @@ export interface SubscribeOptions<S extends TSchema> {
   handler: (message: Static<S>, msg: Msg) => void | Promise<void>;
   /** Queue group: one member of the group gets each message. */
   queue?: string;
+  /**
+   * Requests this subscriber answers: one whose reply subject is not a requester's inbox is dropped, logged, before
+   * its handler runs (see `answer`).
+   */
+  requests?: boolean;
+}
+
+/**
+ * The reply subjects nats.js makes: the requester's inbox prefix (`_INBOX`, or `_INBOX_<its public key>` for an
+ * identity of this project, the only inbox its permissions let it read), a NUID, and a request's token.
+ */
+const INBOX_REPLY = /^_INBOX(?:_(U[A-Z2-7]{55}))?\.[0-9A-Za-z]{1,64}(?:\.[0-9A-Za-z]{1,64})?$/u;
+
+/**
+ * The public key a reply subject's inbox is named by ('' for the plain `_INBOX` of a server without identities), or
+ * undefined when the subject is no inbox at all.
+ */
+export function replyInboxKey(reply: string | undefined): string | undefined {
+  const match = reply === undefined ? null : INBOX_REPLY.exec(reply);
+  return match ? (match[1] ?? '') : undefined;
+}
+
+/**
+ * Answers a request, only on an inbox. NATS does not check a reply subject against the requester's permissions, and
+ * the answer goes out under the responder's identity: a request naming `$KV.<bucket>.<key>` as its reply would have
+ * the hub, which may write every bucket, write its answer there (attacker probe, session 22).
+ */
+export function answer(msg: Msg, data: Uint8Array): void {
+  if (replyInboxKey(msg.reply) === undefined) throw new CtrlmeshError(ErrorCodes.NATS, `refused to answer on ${JSON.stringify(msg.reply)}: not a requester's inbox`);
+  msg.respond(data);
 }
 
 /** Subscribes with validation on receipt. A handler that throws is logged; the subscription carries on. */
@@ -25,6 +55,10 @@ export function subscribeMessages<S extends TSchema>(options: SubscribeOptions<S
     callback: (err, msg) => {
       if (err) {
         logger.warn({ err, subject: options.subject }, 'subscription error');
+        return;
+      }
+      if (options.requests === true && replyInboxKey(msg.reply) === undefined) {
+        logger.warn({ subject: msg.subject, reply: msg.reply?.slice(0, 200) }, "dropped a request whose reply subject is not a requester's inbox");
         return;
       }
       const message = receiveMessage(options.kind, msg.data, { logger, source: msg.subject });
@@ -67,7 +101,7 @@ export async function requestMessage<Q extends TSchema, R extends TSchema>(optio
   return reply;
 }
 
-/** Answers a request with a validated reply. */
+/** Answers a request with a validated reply, on its inbox only (`answer`). */
 export function respondMessage<S extends TSchema>(msg: Msg, kind: MessageKind<S>, value: Static<S>): void {
-  msg.respond(encodeMessage(kind, value));
+  answer(msg, encodeMessage(kind, value));
 }

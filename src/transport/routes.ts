@@ -10,7 +10,7 @@ import { watchKv, type Watch } from './kv-watch.js';
 import { Messages, MESSAGE_SCHEMA_VERSION, type Ack, type RenewReply } from './messages.js';
 import { Buckets, Keys, Subjects } from './names.js';
 import { encodeMessage, receiveMessage } from './codec.js';
-import { publishMessage, subscribeMessages } from './pubsub.js';
+import { answer, publishMessage, subscribeMessages } from './pubsub.js';
 import type { RouteTable } from './route-table.js';
 
 /**
@@ -238,6 +238,7 @@ export function serveRenewals(options: {
     subject: Subjects.renewAll,
     kind: Messages.renewRequest,
     logger: options.logger,
+    requests: true,
     handler: (request, msg) => {
       if (!sentOnItsSubject(msg, request, Subjects.renew, 'a renewal', options.logger)) return;
       const version = options.published(request.operator, request.shard);
@@ -249,7 +250,7 @@ export function serveRenewals(options: {
         version,
         extended: version > 0 && request.acknowledged >= version,
       };
-      msg.respond(options.signer.seal(Messages.renewReply, reply));
+      answer(msg, options.signer.seal(Messages.renewReply, reply));
     },
   });
 }

@@ -48,11 +48,18 @@ describe('Fleet: clusters removed from the fleet', () => {
     expect([...fleet.clusters.keys()]).toEqual(['b']);
   });
 
-  it('ignores a removal stored under another cluster\'s key', () => {
-    const fleet = new Fleet(logger, []);
-    fleet.applyClusterEntry(registered('a'));
-    fleet.applyStateEntry(removal(Keys.removal('a'), 'b'));
-    expect([...fleet.clusters.keys()]).toEqual(['a']);
-    expect(fleet.removed.size).toBe(0);
+  it("fails closed: any value under a cluster's removal key removes it, until readmit deletes the key", () => {
+    // Another cluster's removal, and a value that is no removal at all (what a hub answer aimed at the key wrote
+    // before the hub answered only on inboxes: attacker probe, session 22).
+    const values = [removal(Keys.removal('a'), 'b'), put(Keys.removal('a'), new TextEncoder().encode('{"schema":1,"ok":false,"error":"refused"}'))];
+    for (const entry of values) {
+      const fleet = new Fleet(logger, []);
+      fleet.applyClusterEntry(registered('a'));
+      fleet.applyStateEntry(entry);
+      expect([...fleet.clusters.keys()]).toEqual([]);
+      expect([...fleet.removed]).toEqual(['a']);
+      fleet.applyStateEntry(del(Keys.removal('a')));
+      expect(fleet.removed.size).toBe(0);
+    }
   });
 });

@@ -20,22 +20,35 @@ describe('registration', () => {
   it("records the labels the hub's token file gives a cluster, not its agent's (a cluster cannot label itself into others' spans)", () => {
     const labelled: BootstrapToken[] = [{ cluster: 'a', token: 'secret', labels: { env: 'dev' } }];
     const claimed = { ...request, cluster: { ...request.cluster, labels: { env: 'prod' } } };
-    const first = decideRegistration({ request: claimed, channel: 'bootstrap', tokens: labelled, existing: undefined, removed: false, now });
+    const first = decideRegistration({ request: claimed, channel: 'bootstrap', tokens: labelled, existing: undefined, removed: false, requesterKey: undefined, now });
     expect(first.write === 'put' && first.record.cluster.labels).toEqual({ env: 'dev' });
     if (first.write !== 'put') throw new Error('not recorded');
     // Under its own identity too, and registering again with the same claim writes nothing.
-    const again = decideRegistration({ request: claimed, channel: 'identity', tokens: labelled, existing: first.record, removed: false, now: later });
+    const again = decideRegistration({ request: claimed, channel: 'identity', tokens: labelled, existing: first.record, removed: false, requesterKey: undefined, now: later });
     expect(again.write).toBe('none');
     // Without labels in the token file, the agent's stand, as before.
-    const plain = decideRegistration({ request: claimed, channel: 'bootstrap', tokens, existing: undefined, removed: false, now });
+    const plain = decideRegistration({ request: claimed, channel: 'bootstrap', tokens, existing: undefined, removed: false, requesterKey: undefined, now });
     expect(plain.write === 'put' && plain.record.cluster.labels).toEqual({ env: 'prod' });
   });
 
+  it('under a cluster\'s own identity, mints only for the key whose inbox the request is answered on', () => {
+    const key = `U${'A'.repeat(55)}`;
+    const other = `U${'B'.repeat(55)}`;
+    const renewal = { ...request, publicKey: key };
+    expect(decideRegistration({ request: renewal, channel: 'identity', tokens, existing: undefined, removed: false, requesterKey: key, now }).reply.ok).toBe(true);
+    for (const requesterKey of [other, '', undefined]) {
+      const d = decideRegistration({ request: renewal, channel: 'identity', tokens, existing: undefined, removed: false, requesterKey, now });
+      expect(d).toEqual({ write: 'none', reply: { schema: MESSAGE_SCHEMA_VERSION, ok: false, error: expect.stringMatching(/minted only for that identity's key/u) } });
+    }
+    // The bootstrap channel's requester is the shared bootstrap identity: the key is the agent's new one.
+    expect(decideRegistration({ request: renewal, channel: 'bootstrap', tokens, existing: undefined, removed: false, requesterKey: other, now }).reply.ok).toBe(true);
+  });
+
   it('refuses a removed cluster on either channel, naming how to readmit it, and records nothing', () => {
-    const first = decideRegistration({ request, channel: 'bootstrap', tokens, existing: undefined, removed: false, now });
+    const first = decideRegistration({ request, channel: 'bootstrap', tokens, existing: undefined, removed: false, requesterKey: undefined, now });
     if (first.write !== 'put') throw new Error('not recorded');
     for (const channel of ['bootstrap', 'identity'] as const) {
-      const d = decideRegistration({ request, channel, tokens, existing: first.record, removed: true, now: later });
+      const d = decideRegistration({ request, channel, tokens, existing: first.record, removed: true, requesterKey: undefined, now: later });
       expect(d).toEqual({ write: 'none', reply: { schema: MESSAGE_SCHEMA_VERSION, ok: false, error: expect.stringMatching(/"a" refused: it was removed from the fleet; `ctrlmesh clusters readmit a`/u) } });
     }
   });
@@ -48,39 +61,39 @@ describe('registration', () => {
 
   it("refuses a wrong token or another cluster's, names the cluster and records nothing", () => {
     for (const token of ['nope', 'secret-of-b']) {
-      const d = decideRegistration({ request: { ...request, token }, channel: 'bootstrap', tokens, existing: undefined, removed: false, now });
+      const d = decideRegistration({ request: { ...request, token }, channel: 'bootstrap', tokens, existing: undefined, removed: false, requesterKey: undefined, now });
       expect(d.write).toBe('none');
       expect(d.reply.ok).toBe(false);
       expect(d.reply.error).toMatch(/cluster "a" refused.*--token-file/);
     }
-    const none = decideRegistration({ request: { schema: 1, cluster: request.cluster }, channel: 'bootstrap', tokens, existing: undefined, removed: false, now });
+    const none = decideRegistration({ request: { schema: 1, cluster: request.cluster }, channel: 'bootstrap', tokens, existing: undefined, removed: false, requesterKey: undefined, now });
     expect(none.reply.ok).toBe(false);
   });
 
   it('refuses an http server or a missing CA', () => {
     for (const cluster of [{ ...request.cluster, server: 'http://127.0.0.1:1' }, { ...request.cluster, caPem: '' }]) {
-      const d = decideRegistration({ request: { ...request, cluster }, channel: 'bootstrap', tokens, existing: undefined, removed: false, now });
+      const d = decideRegistration({ request: { ...request, cluster }, channel: 'bootstrap', tokens, existing: undefined, removed: false, requesterKey: undefined, now });
       expect(d.reply.ok).toBe(false);
       expect(d.write).toBe('none');
     }
   });
 
   it('records identity without the token, and is idempotent', () => {
-    const first = decideRegistration({ request, channel: 'bootstrap', tokens, existing: undefined, removed: false, now });
+    const first = decideRegistration({ request, channel: 'bootstrap', tokens, existing: undefined, removed: false, requesterKey: undefined, now });
     expect(first.write).toBe('put');
     if (first.write !== 'put') return;
     expect(JSON.stringify(first.record)).not.toContain('secret');
-    expect(decideRegistration({ request, channel: 'bootstrap', tokens, existing: first.record, removed: false, now: later }).write).toBe('none');
+    expect(decideRegistration({ request, channel: 'bootstrap', tokens, existing: first.record, removed: false, requesterKey: undefined, now: later }).write).toBe('none');
   });
 
   it('re-points a registered cluster only under its own identity', () => {
-    const first = decideRegistration({ request, channel: 'bootstrap', tokens, existing: undefined, removed: false, now });
+    const first = decideRegistration({ request, channel: 'bootstrap', tokens, existing: undefined, removed: false, requesterKey: undefined, now });
     if (first.write !== 'put') throw new Error('not registered');
-    const byToken = decideRegistration({ request: elsewhere, channel: 'bootstrap', tokens, existing: first.record, removed: false, now: later });
+    const byToken = decideRegistration({ request: elsewhere, channel: 'bootstrap', tokens, existing: first.record, removed: false, requesterKey: undefined, now: later });
     expect(byToken.write).toBe('none');
     expect(byToken.reply.error).toMatch(/cannot re-point it/);
     const { token: _token, ...withoutToken } = elsewhere;
-    const byIdentity = decideRegistration({ request: withoutToken, channel: 'identity', tokens, existing: first.record, removed: false, now: later });
+    const byIdentity = decideRegistration({ request: withoutToken, channel: 'identity', tokens, existing: first.record, removed: false, requesterKey: undefined, now: later });
     expect(byIdentity.write === 'put' && byIdentity.record.cluster.server).toBe('https://127.0.0.1:2');
     expect(byIdentity.write === 'put' && byIdentity.record.registeredAt).toBe(first.record.registeredAt);
   });

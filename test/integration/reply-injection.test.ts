@@ -1,0 +1,150 @@
+import { Kvm, type KV } from '@nats-io/kv';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { AgentHandle } from '../../src/agent/index.js';
+import { removeCluster } from '../../src/hub/cluster-removal.js';
+import type { HubHandle } from '../../src/hub/index.js';
+import { Buckets, Keys, MESSAGE_SCHEMA_VERSION, Messages, Subjects, encodeMessage, natsConnectionOptions, type RegisterRequest } from '../../src/transport/index.js';
+import { newUserKey, type Role } from '../../src/transport/auth/index.js';
+import { natsClientConfig } from '../../src/dev/index.js';
+import { TOKEN, bootstrapTokens, eventually, observe, privateNats, proxyNatsConfig, runAgent, runHub } from './control-fixture.js';
+import { cluster, uniqueName } from './helpers/testbed.js';
+
+const pause = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * NATS does not check a request's reply subject against the requester's permissions, and the hub, which may write
+ * every bucket, answers under its own identity: a reply subject naming `$KV.<bucket>.<key>` had the hub write its
+ * answer there (attacker probe, session 22: a removal undone, a registry record overwritten, the leader lease
+ * taken from the hub every few seconds). Judged by effect: what the KV buckets hold, and who leads.
+ */
+describe('the hub answers requests on inboxes only', () => {
+  const a = uniqueName('rpa');
+  const newcomer = uniqueName('rpn');
+  let nats: Awaited<ReturnType<typeof privateNats>>;
+  let hub: HubHandle;
+  let agent: AgentHandle | undefined;
+  let observer: NatsConnection;
+  let kv: { clusters: KV; state: KV; hub: KV };
+  const clients: NatsConnection[] = [];
+
+  const as = async (role: Role): Promise<NatsConnection> => {
+    const nc = await connect({ ...natsConnectionOptions(await natsClientConfig(nats.nats, role)), maxReconnectAttempts: 0 });
+    clients.push(nc);
+    return nc;
+  };
+  const registration = (name: string, extra: Partial<RegisterRequest> = {}): Uint8Array =>
+    encodeMessage(Messages.registerRequest, { schema: MESSAGE_SCHEMA_VERSION, cluster: { name, labels: {}, server: cluster(0).server, caPem: cluster(0).caPem }, ...extra });
+  /** Every value written to the three buckets the hub writes while `attack` runs (and a moment after). */
+  const writtenDuring = async (attack: () => Promise<void>): Promise<string[]> => {
+    const written: string[] = [];
+    const watches = await Promise.all(Object.entries(kv).map(([bucket, store]) => store.watch({ key: '>', include: 'updates' }).then((w) => ({ bucket, w }))));
+    const reading = watches.map(async ({ bucket, w }) => {
+      for await (const e of w) written.push(`${bucket}/${e.key} ${e.operation} ${e.string()}`);
+    });
+    await attack();
+    await pause(1_500);
+    for (const { w } of watches) w.stop();
+    await Promise.all(reading);
+    return written;
+  };
+  /** A hub's answer (a RegisterReply or a RenewReply) where the hub keeps state. */
+  const answers = (written: string[]): string[] => written.filter((w) => /"ok":|"extended":/u.test(w));
+  /** A request answered, asked again while a hub that has just started reads its buckets (it answers nothing then). */
+  const ask = (nc: NatsConnection, subject: string, data: Uint8Array): Promise<string> =>
+    eventually(async () => new TextDecoder().decode((await nc.request(subject, data, { timeout: 2_000 })).data), 30_000);
+  const targets = (): string[] => [
+    `$KV.${Buckets.clusters}.${Keys.cluster(a)}`,
+    `$KV.${Buckets.state}.${Keys.removal(a)}`,
+    `$KV.${Buckets.state}.${Keys.report(a)}`,
+    `$KV.${Buckets.hub}.${Keys.leader}`,
+  ];
+
+  beforeAll(async () => {
+    nats = await privateNats();
+    hub = await runHub(nats.nats, 'hub-reply', { tokens: bootstrapTokens(a, newcomer) });
+    agent = await runAgent({ registryName: a, bed: cluster(0), nats: nats.nats, webhook: undefined });
+    observer = await observe(nats.nats);
+    const kvm = new Kvm(observer);
+    kv = { clusters: await kvm.open(Buckets.clusters), state: await kvm.open(Buckets.state), hub: await kvm.open(Buckets.hub) };
+    await eventually(() => expect(hub.status().clusters.find((c) => c.name === a)?.health).toBe('Ready'), 30_000);
+  }, 120_000);
+
+  afterAll(async () => {
+    await Promise.all(clients.map((c) => c.close().catch(() => undefined)));
+    await observer?.close();
+    await agent?.stop();
+    await hub?.stop();
+    await nats?.cleanup();
+  });
+
+  it('writes nothing for a bootstrap holder whose requests name a KV key as their reply, a valid token included', async () => {
+    const boot = await as({ role: 'bootstrap' });
+    const removal = await kv.state.get(Keys.removal(a));
+    const written = await writtenDuring(async () => {
+      for (let i = 0; i < 5; i++) {
+        for (const reply of targets()) {
+          boot.publish(Subjects.register, registration('x', { token: 'wrong' }), { reply });
+          // A request the hub would accept: dropped before it is judged, so the newcomer is not registered either.
+          boot.publish(Subjects.register, registration(newcomer, { token: TOKEN, publicKey: newUserKey().publicKey }), { reply });
+        }
+        await pause(200);
+      }
+      await boot.flush();
+    });
+    expect(written.length).toBeGreaterThan(0);
+    expect(answers(written)).toEqual([]);
+    expect(removal).toBeNull();
+    expect(await kv.state.get(Keys.removal(a))).toBeNull();
+    expect(hub.isLeader()).toBe(true);
+    expect(hub.status().clusters.map((c) => c.name)).toEqual([a]);
+    // The positive control: the same request on an inbox is answered, and registers the newcomer.
+    expect(await ask(boot, Subjects.register, registration(newcomer, { token: TOKEN }))).toContain('"ok":true');
+    await eventually(() => expect(hub.status().clusters.map((c) => c.name)).toContain(newcomer));
+  });
+
+  it("keeps a removal that the removed cluster's own identity aims the hub's answer at, across a hub restart", async () => {
+    await eventually(() => expect(hub.isLeader()).toBe(true), 30_000);
+    const own = await as({ role: 'agent', cluster: a });
+    expect(await removeCluster({ clusters: kv.clusters, state: kv.state }, a, new Date())).toBe(true);
+    const removal = await kv.state.get(Keys.removal(a));
+    const written = await writtenDuring(async () => {
+      for (const reply of targets()) own.publish(Subjects.registerAs(a), registration(a), { reply });
+      await own.flush();
+    });
+    expect(answers(written)).toEqual([]);
+    expect((await kv.state.get(Keys.removal(a)))?.revision).toBe(removal?.revision);
+    await hub.stop();
+    hub = await runHub(nats.nats, 'hub-reply-2', { tokens: bootstrapTokens(a, newcomer) });
+    await eventually(() => expect(hub.isLeader()).toBe(true), 30_000);
+    expect(await ask(own, Subjects.registerAs(a), registration(a, { publicKey: newUserKey().publicKey }))).toContain('it was removed from the fleet');
+    expect(hub.status().removedClusters).toContain(a);
+  }, 60_000);
+
+  it("mints under a cluster's own identity only for that identity's key", async () => {
+    const other = uniqueName('rpo');
+    await hub.stop();
+    hub = await runHub(nats.nats, 'hub-reply-3', { tokens: bootstrapTokens(other) });
+    await eventually(() => expect(hub.isLeader()).toBe(true), 30_000);
+    const boot = await as({ role: 'bootstrap' });
+    expect(await ask(boot, Subjects.register, registration(other, { token: TOKEN }))).toContain('"ok":true');
+    const own = await as({ role: 'agent', cluster: other });
+    const reply = JSON.parse(await ask(own, Subjects.registerAs(other), registration(other, { publicKey: newUserKey().publicKey }))) as { ok: boolean; jwt?: string; error?: string };
+    expect(reply).toMatchObject({ ok: false, error: expect.stringMatching(/minted only for that identity's key/u) });
+    expect(reply.jwt).toBeUndefined();
+  }, 60_000);
+
+  it("takes no lease from the hub for a proxy whose renewals name the leader's key as their reply", async () => {
+    const proxy = await connect({ ...natsConnectionOptions(await proxyNatsConfig(nats.nats, 'ns/op', 'op-0')), maxReconnectAttempts: 0 });
+    clients.push(proxy);
+    const request = encodeMessage(Messages.renewRequest, { schema: MESSAGE_SCHEMA_VERSION, operator: 'ns/op', shard: 'op-0', acknowledged: 0, nonce: 'abcdefgh' });
+    const written = await writtenDuring(async () => {
+      for (let i = 0; i < 10; i++) for (const reply of targets()) proxy.publish(Subjects.renew('ns/op', 'op-0'), request, { reply });
+      await proxy.flush();
+    });
+    expect(answers(written)).toEqual([]);
+    expect(hub.isLeader()).toBe(true);
+    // The positive control: on its inbox, the renewal is answered.
+    expect(await ask(proxy, Subjects.renew('ns/op', 'op-0'), request)).toContain('"kind":"RenewReply"');
+  });
+});
