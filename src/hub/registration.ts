@@ -67,8 +67,8 @@ export function decideRegistration(options: {
       `registration of cluster "${name}" refused: the bootstrap token is not one the hub accepts for this cluster; check the agent's --token-file against the hub's "${name} TOKEN" line`,
     );
   }
-  // A renewal is for the key that asks: a copied identity cannot mint itself others that outlive it (attacker probe,
-  // session 22).
+  // Minted only for the key whose inbox the answer goes to: never for a key the requester cannot read answers to
+  // (attacker probe, session 22; the shared bootstrap key is one it can: docs/control-plane.md, Limitations).
   if (options.channel === 'identity' && request.publicKey !== undefined && request.publicKey !== options.requesterKey) {
     return refuse(`registration of cluster "${name}" refused: under a cluster's own identity, an identity is minted only for that identity's key`);
   }
