@@ -65,6 +65,8 @@ export class Fleet {
   readonly #corruptHandovers = new Map<string, CorruptEntry>();
   /** Clusters removed from the fleet (`ctrlmesh clusters remove`): never in `clusters`, whatever the registry holds. */
   readonly #removed = new Set<string>();
+  /** The key each cluster's agent was last minted an identity for with its bootstrap token (registration.ts). */
+  readonly #agentKeys = new Map<string, string>();
 
   /** The registered clusters, less the removed ones. */
   get clusters(): ReadonlyMap<string, ClusterRecord> {
@@ -73,6 +75,10 @@ export class Fleet {
 
   get removed(): ReadonlySet<string> {
     return this.#removed;
+  }
+
+  get agentKeys(): ReadonlyMap<string, string> {
+    return this.#agentKeys;
   }
 
   get reports(): ReadonlyMap<string, ClusterReport> {
@@ -149,6 +155,11 @@ export class Fleet {
         // Stored before the hub checked reports on arrival, perhaps: read back under the same check.
         if (report && report.cluster === name && reportProblem(report) === undefined && !this.#removed.has(name)) this.#reports.set(name, report);
       }
+    } else if (prefix === 'agentkey') {
+      const bound = entry.operation === 'PUT' ? receiveMessage(Messages.agentKey, entry.value, this.source(Buckets.state, entry)) : undefined;
+      // Deleted, malformed or naming another cluster: no key is bound, and the next renewal binds its own.
+      if (bound?.cluster === name) this.#agentKeys.set(name, bound.publicKey);
+      else this.#agentKeys.delete(name);
     } else if (prefix === 'handover') {
       this.#corruptHandovers.delete(name);
       if (entry.operation !== 'PUT') this.#handovers.delete(name);
@@ -219,6 +230,11 @@ export class Fleet {
   /** A registration the leader has just stored. */
   recordRegistration(record: ClusterRecord): void {
     if (!this.#removed.has(record.cluster.name)) this.#clusters.set(record.cluster.name, record);
+  }
+
+  /** The key the leader has just bound a cluster's agent to. */
+  recordAgentKey(cluster: string, publicKey: string): void {
+    this.#agentKeys.set(cluster, publicKey);
   }
 
   /** A report the leader has just stored at `revision`. */

@@ -67,7 +67,7 @@ export function createHubInputs(options: HubInputsOptions): HubInputs {
       watchKv({
         link,
         open: async () => buckets.state,
-        key: [Keys.reportAll, Keys.handoverAll, Keys.ackAll, Keys.removalAll],
+        key: [Keys.reportAll, Keys.handoverAll, Keys.ackAll, Keys.removalAll, Keys.agentKeyAll],
         logger,
         onEntry: (e) => {
           // The leader planned when it stored the report: its echo would only earn a pass that changes nothing.

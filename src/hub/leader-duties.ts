@@ -4,6 +4,7 @@ import type { HubMetrics } from '../metrics/index.js';
 import { mintUserJwt } from '../transport/auth/index.js';
 import {
   Keys,
+  MESSAGE_SCHEMA_VERSION,
   Messages,
   Subjects,
   encodeMessage,
@@ -13,6 +14,7 @@ import {
   serveRenewals,
   subscribeMessages,
   type Ack,
+  type AgentKey,
   type ClusterReport,
   type KeptBuckets,
   type NatsLink,
@@ -100,6 +102,7 @@ export function createLeaderDuties(options: LeaderDutiesOptions): LeaderDuties {
       existing: fleet.clusters.get(name),
       removed: fleet.removed.has(name),
       requesterKey: replyInboxKey(msg.reply),
+      boundKey: fleet.agentKeys.get(name),
       now: new Date(now()),
     });
     if (decision.write === 'put') {
@@ -110,16 +113,23 @@ export function createLeaderDuties(options: LeaderDutiesOptions): LeaderDuties {
       logger.warn({ cluster: name, channel, reason: decision.reply.error }, 'registration refused');
     }
     metrics.registrations.inc({ result: !decision.reply.ok ? 'refused' : decision.write === 'put' ? 'accepted' : 'unchanged' });
-    const jwt =
-      decision.reply.ok && issuer && request.publicKey
-        ? await mintUserJwt({
-            issuerSeed: issuer.seed,
-            account: issuer.account,
-            identity: { role: 'agent', cluster: name },
-            publicKey: request.publicKey,
-            expiresAt: Math.floor((now() + options.agentIdentityTtlMs) / 1000),
-          })
-        : undefined;
+    let jwt: string | undefined;
+    const mintFor = decision.reply.ok ? request.publicKey : undefined;
+    if (issuer && mintFor !== undefined) {
+      // Bound before the identity is minted: a renewal that follows at once is judged against this key.
+      if (decision.bind !== undefined) {
+        const bound: AgentKey = { schema: MESSAGE_SCHEMA_VERSION, cluster: name, publicKey: decision.bind, boundAt: new Date(now()).toISOString() };
+        await buckets.state.put(Keys.agentKey(name), encodeMessage(Messages.agentKey, bound));
+        fleet.recordAgentKey(name, decision.bind);
+      }
+      jwt = await mintUserJwt({
+        issuerSeed: issuer.seed,
+        account: issuer.account,
+        identity: { role: 'agent', cluster: name },
+        publicKey: mintFor,
+        expiresAt: Math.floor((now() + options.agentIdentityTtlMs) / 1000),
+      });
+    }
     respondMessage(msg, Messages.registerReply, { ...decision.reply, ...(jwt ? { jwt } : {}) });
   };
 

@@ -30,9 +30,13 @@ export function tokenAccepted(token: string, cluster: string, accepted: readonly
 /** How the request arrived: with a bootstrap token, or under the cluster's own identity (its subject). */
 export type RegistrationChannel = 'bootstrap' | 'identity';
 
-export type RegistrationDecision =
+export type RegistrationDecision = (
   | { reply: RegisterReply; write: 'none' }
-  | { reply: RegisterReply; write: 'put'; record: ClusterRecord };
+  | { reply: RegisterReply; write: 'put'; record: ClusterRecord }
+) & {
+  /** The key to bind the cluster's agent to (store as its agentkey) before minting an identity for it. */
+  bind?: string;
+};
 
 const refuse = (error: string): RegistrationDecision => ({ write: 'none', reply: { schema: MESSAGE_SCHEMA_VERSION, ok: false, error } });
 
@@ -55,6 +59,8 @@ export function decideRegistration(options: {
    * inbox. On the identity channel an identity is minted only for it.
    */
   requesterKey: string | undefined;
+  /** The key the cluster's agent was last minted an identity for with its token (its agentkey), if any. */
+  boundKey: string | undefined;
   now: Date;
 }): RegistrationDecision {
   const { request, existing } = options;
@@ -67,10 +73,18 @@ export function decideRegistration(options: {
       `registration of cluster "${name}" refused: the bootstrap token is not one the hub accepts for this cluster; check the agent's --token-file against the hub's "${name} TOKEN" line`,
     );
   }
-  // Minted only for the key whose inbox the answer goes to: never for a key the requester cannot read answers to
-  // (attacker probe, session 22; the shared bootstrap key is one it can: docs/control-plane.md, Limitations).
-  if (options.channel === 'identity' && request.publicKey !== undefined && request.publicKey !== options.requesterKey) {
-    return refuse(`registration of cluster "${name}" refused: under a cluster's own identity, an identity is minted only for that identity's key`);
+  // Minted only for the key whose inbox the answer goes to, and which the cluster's token was last exchanged for: a
+  // copied identity can mint neither for a key whose inbox its holder cannot read nor for the shared bootstrap key,
+  // whose inbox every bootstrap holder reads (attacker probes, session 22).
+  if (options.channel === 'identity' && request.publicKey !== undefined) {
+    if (request.publicKey !== options.requesterKey) {
+      return refuse(`registration of cluster "${name}" refused: under a cluster's own identity, an identity is minted only for that identity's key`);
+    }
+    if (options.boundKey !== undefined && request.publicKey !== options.boundKey) {
+      return refuse(
+        `registration of cluster "${name}" refused: its identity is renewed only for the key its bootstrap token was last exchanged for; restart its agent (with its --token-file) to bind a new key`,
+      );
+    }
   }
   const problem = endpointProblem(request.cluster);
   if (problem) return refuse(`registration of cluster "${name}" refused: ${problem}`);
@@ -86,12 +100,16 @@ export function decideRegistration(options: {
   const labels = options.tokens.find((t) => t.cluster === name && t.labels !== undefined)?.labels;
   const cluster = labels === undefined ? request.cluster : { ...request.cluster, labels: { ...labels } };
   const ok: RegisterReply = { schema: MESSAGE_SCHEMA_VERSION, ok: true };
-  if (existing && sameIdentity(existing.cluster, cluster)) return { write: 'none', reply: ok };
+  // The token binds the key it is exchanged for; with no key bound yet (an agent registered by an earlier version,
+  // or the state bucket lost), the first renewal binds its own.
+  const bind = request.publicKey !== undefined && request.publicKey !== options.boundKey ? { bind: request.publicKey } : {};
+  if (existing && sameIdentity(existing.cluster, cluster)) return { write: 'none', reply: ok, ...bind };
   const at = options.now.toISOString();
   return {
     write: 'put',
     reply: ok,
     record: { schema: MESSAGE_SCHEMA_VERSION, cluster, registeredAt: existing?.registeredAt ?? at, updatedAt: at },
+    ...bind,
   };
 }
 

@@ -13,6 +13,7 @@ export {
   Messages,
   sameReport,
   type Ack,
+  type AgentKey,
   type ClusterIdentity,
   type ClusterRecord,
   type ClusterRemoval,

@@ -25,6 +25,9 @@ export const ClusterIdentitySchema = Type.Object(
   { additionalProperties: false },
 );
 
+/** A NATS user's public nkey. */
+const userKey = Type.String({ pattern: '^U[A-Z2-7]{55}$' });
+
 /**
  * Sent on `ctrlmesh.register` with the bootstrap token bound to the cluster, or on `ctrlmesh.register.<cluster>`
  * under the cluster's own identity (no token; may re-point the cluster's server or CA).
@@ -35,7 +38,7 @@ export const RegisterRequestSchema = Type.Object(
     token: Type.Optional(Type.String({ minLength: 1, maxLength: 1024 })),
     cluster: ClusterIdentitySchema,
     /** The agent's user nkey: the hub answers with a user JWT for it when it mints identities. */
-    publicKey: Type.Optional(Type.String({ pattern: '^U[A-Z2-7]{55}$' })),
+    publicKey: Type.Optional(userKey),
   },
   { additionalProperties: false },
 );
@@ -63,6 +66,17 @@ export const ClusterRecordSchema = Type.Object(
  * its registrations and plans without it until the record is deleted (`ctrlmesh clusters readmit`).
  */
 export const ClusterRemovalSchema = Type.Object({ schema: version, cluster: name, removedAt: timestamp }, { additionalProperties: false });
+
+/**
+ * The public key a cluster's agent was last minted an identity for with its bootstrap token, stored at key
+ * agentkey.<cluster>: under the cluster's own identity the hub renews for that key only. A key of its own, not a
+ * field of the ClusterRecord, so that hubs of earlier versions (which refuse unknown fields) read the registry as
+ * before.
+ */
+export const AgentKeySchema = Type.Object(
+  { schema: version, cluster: name, publicKey: userKey, boundAt: timestamp },
+  { additionalProperties: false },
+);
 
 export const HeartbeatSchema = Type.Object(
   {
@@ -241,6 +255,7 @@ export type ClusterRecord = Static<typeof ClusterRecordSchema>;
 export type Heartbeat = Static<typeof HeartbeatSchema>;
 export type ReportedObject = Static<typeof ReportedObjectSchema>;
 export type ClusterRemoval = Static<typeof ClusterRemovalSchema>;
+export type AgentKey = Static<typeof AgentKeySchema>;
 export type ReportedPod = Static<typeof ReportedPodSchema>;
 export type ReportedNamespace = Static<typeof ReportedNamespaceSchema>;
 export type ObjectCount = Static<typeof ObjectCountSchema>;
@@ -270,6 +285,7 @@ export const Messages = {
   registerReply: { kind: 'RegisterReply', schema: RegisterReplySchema },
   clusterRecord: { kind: 'ClusterRecord', schema: ClusterRecordSchema },
   clusterRemoval: { kind: 'ClusterRemoval', schema: ClusterRemovalSchema },
+  agentKey: { kind: 'AgentKey', schema: AgentKeySchema },
   heartbeat: { kind: 'Heartbeat', schema: HeartbeatSchema },
   clusterReport: { kind: 'ClusterReport', schema: ClusterReportSchema },
   ack: { kind: 'Ack', schema: AckSchema },

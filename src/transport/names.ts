@@ -59,6 +59,9 @@ export const Keys = {
   /** A cluster removed from the fleet (state bucket): its registrations are refused until the key is deleted. */
   removal: (cluster: string): string => `removed.${encodeToken(cluster)}`,
   removalAll: 'removed.*',
+  /** The key a cluster's agent renews its identity for (state bucket): the one its last bootstrap was minted for. */
+  agentKey: (cluster: string): string => `agentkey.${encodeToken(cluster)}`,
+  agentKeyAll: 'agentkey.*',
   /** A malformed value the hub leader copied aside before replacing it (state bucket): `quarantine.<key>.<revision>`. */
   quarantine: (key: string, revision: number): string => `quarantine.${key}.${revision}`,
   leader: 'leader',

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AgentHandle } from '../../src/agent/index.js';
 import { removeCluster } from '../../src/hub/cluster-removal.js';
 import type { HubHandle } from '../../src/hub/index.js';
-import { Buckets, Keys, MESSAGE_SCHEMA_VERSION, Messages, Subjects, encodeMessage, natsConnectionOptions, type RegisterRequest } from '../../src/transport/index.js';
+import { Buckets, Keys, MESSAGE_SCHEMA_VERSION, Messages, Subjects, encodeMessage, inboxPrefixFor, natsConnectionOptions, type RegisterRequest } from '../../src/transport/index.js';
 import { newUserKey, type Role } from '../../src/transport/auth/index.js';
 import { natsClientConfig } from '../../src/dev/index.js';
 import { TOKEN, bootstrapTokens, eventually, observe, privateNats, proxyNatsConfig, runAgent, runHub } from './control-fixture.js';
@@ -132,6 +132,39 @@ describe('the hub answers requests on inboxes only', () => {
     const reply = JSON.parse(await ask(own, Subjects.registerAs(other), registration(other, { publicKey: newUserKey().publicKey }))) as { ok: boolean; jwt?: string; error?: string };
     expect(reply).toMatchObject({ ok: false, error: expect.stringMatching(/minted only for that identity's key/u) });
     expect(reply.jwt).toBeUndefined();
+  }, 60_000);
+
+  it("mints under a copy of a cluster's identity nothing for the shared bootstrap key: only for the key its token was exchanged for", async () => {
+    const third = uniqueName('rpt');
+    await hub.stop();
+    hub = await runHub(nats.nats, 'hub-reply-4', { tokens: bootstrapTokens(third) });
+    await eventually(() => expect(hub.isLeader()).toBe(true), 30_000);
+    const bootConfig = await natsClientConfig(nats.nats, { role: 'bootstrap' });
+    const boot = await connect({ ...natsConnectionOptions(bootConfig), maxReconnectAttempts: 0 });
+    clients.push(boot);
+    const bootstrapKey = /^_INBOX_(U[A-Z2-7]{55})$/u.exec(inboxPrefixFor(bootConfig.credentials))?.[1];
+    expect(bootstrapKey).toBeDefined();
+    // The agent exchanges its token for an identity of its own key.
+    const agentKey = newUserKey();
+    const exchanged = JSON.parse(await ask(boot, Subjects.register, registration(third, { token: TOKEN, publicKey: agentKey.publicKey }))) as { ok: boolean; jwt?: string };
+    expect(exchanged).toMatchObject({ ok: true, jwt: expect.any(String) });
+    // A copy of the cluster's identity asks for one minted for the bootstrap key, answered on that key's inbox,
+    // which every bootstrap holder reads: what arrives there is a refusal, no identity.
+    const copy = await as({ role: 'agent', cluster: third });
+    const inbox = `${inboxPrefixFor(bootConfig.credentials)}.stolen`;
+    const arrived = boot.subscribe(inbox, { max: 1 });
+    await boot.flush();
+    copy.publish(Subjects.registerAs(third), registration(third, { publicKey: bootstrapKey! }), { reply: inbox });
+    await copy.flush();
+    let stolen: { ok: boolean; jwt?: string; error?: string } | undefined;
+    for await (const m of arrived) stolen = JSON.parse(new TextDecoder().decode(m.data)) as typeof stolen;
+    expect(stolen).toMatchObject({ ok: false, error: expect.stringMatching(/renewed only for the key its bootstrap token was last exchanged for/u) });
+    expect(stolen?.jwt).toBeUndefined();
+    // The positive control: the agent's own identity is renewed for its key.
+    const agentConfig = { ...bootConfig, credentials: { kind: 'jwt' as const, jwt: exchanged.jwt!, seed: agentKey.seed } };
+    const agent = await connect({ ...natsConnectionOptions(agentConfig), maxReconnectAttempts: 0 });
+    clients.push(agent);
+    expect(JSON.parse(await ask(agent, Subjects.registerAs(third), registration(third, { publicKey: agentKey.publicKey })))).toMatchObject({ ok: true, jwt: expect.any(String) });
   }, 60_000);
 
   it("takes no lease from the hub for a proxy whose renewals name the leader's key as their reply", async () => {
