@@ -8,6 +8,7 @@ import {
   Messages,
   Subjects,
   encodeMessage,
+  peerDrops,
   replyInboxKey,
   respondMessage,
   sameReport,
@@ -110,7 +111,7 @@ export function createLeaderDuties(options: LeaderDutiesOptions): LeaderDuties {
       fleet.recordRegistration(decision.record);
       logger.info({ cluster: name, server: request.cluster.server, channel }, 'cluster registered');
     } else if (!decision.reply.ok) {
-      logger.warn({ cluster: name, channel, reason: decision.reply.error }, 'registration refused');
+      peerDrops.warn(logger, 'registration refused', { cluster: name, channel, reason: decision.reply.error }, 'registration refused');
     }
     metrics.registrations.inc({ result: !decision.reply.ok ? 'refused' : decision.write === 'put' ? 'accepted' : 'unchanged' });
     let jwt: string | undefined;
@@ -136,18 +137,18 @@ export function createLeaderDuties(options: LeaderDutiesOptions): LeaderDuties {
   const storeReport = async (report: ClusterReport, subject: string): Promise<void> => {
     if (!options.loaded()) return;
     if (subject !== Subjects.report(report.cluster)) {
-      logger.warn({ subject, cluster: report.cluster }, 'dropped a report whose cluster does not match its subject');
+      peerDrops.warn(logger, 'report subject', { subject, cluster: report.cluster }, 'dropped a report whose cluster does not match its subject');
       return;
     }
     if (!fleet.clusters.has(report.cluster)) {
       // A removed cluster's agent reports until it is stopped: expected, so not a warning each time.
       if (fleet.removed.has(report.cluster)) logger.debug({ cluster: report.cluster }, 'dropped a report from a removed cluster');
-      else logger.warn({ cluster: report.cluster }, 'dropped a report from an unregistered cluster');
+      else peerDrops.warn(logger, 'report unregistered', { cluster: report.cluster }, 'dropped a report from an unregistered cluster');
       return;
     }
     const refused = reportProblem(report, options.fleetHash);
     if (refused !== undefined) {
-      logger.warn({ cluster: report.cluster, problem: refused }, 'dropped a report the hub cannot plan with; the last good one stays');
+      peerDrops.warn(logger, 'report refused', { cluster: report.cluster, problem: refused }, 'dropped a report the hub cannot plan with; the last good one stays');
       return;
     }
     const known = fleet.reports.get(report.cluster);
@@ -183,7 +184,7 @@ export function createLeaderDuties(options: LeaderDutiesOptions): LeaderDuties {
           handler: (request, msg) => {
             // Only the agent of a cluster may publish on its subject (its permissions): the subject is the proof.
             if (msg.subject === Subjects.registerAs(request.cluster.name)) return register(request, 'identity', msg);
-            logger.warn({ subject: msg.subject, cluster: request.cluster.name }, 'dropped a registration whose cluster does not match its subject');
+            peerDrops.warn(logger, 'registration subject', { subject: msg.subject, cluster: request.cluster.name }, 'dropped a registration whose cluster does not match its subject');
           },
         }),
         subscribeMessages({

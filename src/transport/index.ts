@@ -31,7 +31,7 @@ export { connectNats, type NatsLink } from './connection.js';
 export { createBuckets, openBucket, type ControlBuckets } from './buckets.js';
 export { createKeptBuckets, isWrongRevision, type KeptBuckets } from './bucket-keeper.js';
 export { watchKv, type Watch } from './kv-watch.js';
-export { publishMessage, replyInboxKey, requestMessage, respondMessage, subscribeMessages } from './pubsub.js';
+export { DROP_LOG_INTERVAL_MS, peerDrops, publishMessage, replyInboxKey, requestMessage, respondMessage, subscribeMessages } from './pubsub.js';
 export { RouteTableKind, openRouteTable, routeSigner, type RouteSigner } from './route-signing.js';
 export {
   natsConfigWarnings,

@@ -2,7 +2,8 @@ import type { Msg, Subscription } from '@nats-io/transport-node';
 import type { Static, TSchema } from '@sinclair/typebox';
 import type { Logger } from 'pino';
 import { CtrlmeshError, ErrorCodes } from '../errors.js';
-import { encodeMessage, receiveMessage } from './codec.js';
+import { LogThrottle } from '../runtime/index.js';
+import { decodeMessage, encodeMessage, receiveMessage } from './codec.js';
 import type { NatsLink } from './connection.js';
 import type { MessageKind } from './messages.js';
 
@@ -47,6 +48,14 @@ export function answer(msg: Msg, data: Uint8Array): void {
   msg.respond(data);
 }
 
+/**
+ * What peers send that is dropped or refused is logged at most once per cause every DROP_LOG_INTERVAL_MS, with the
+ * number held back since (`suppressed`): any peer the server lets publish could otherwise write the log as fast as
+ * it sends.
+ */
+export const DROP_LOG_INTERVAL_MS = 10_000;
+export const peerDrops = new LogThrottle(DROP_LOG_INTERVAL_MS, () => performance.now());
+
 /** Subscribes with validation on receipt. A handler that throws is logged; the subscription carries on. */
 export function subscribeMessages<S extends TSchema>(options: SubscribeOptions<S>): Subscription {
   const { logger } = options;
@@ -58,11 +67,15 @@ export function subscribeMessages<S extends TSchema>(options: SubscribeOptions<S
         return;
       }
       if (options.requests === true && replyInboxKey(msg.reply) === undefined) {
-        logger.warn({ subject: msg.subject, reply: msg.reply?.slice(0, 200) }, "dropped a request whose reply subject is not a requester's inbox");
+        peerDrops.warn(logger, `reply ${options.subject}`, { subject: msg.subject, reply: msg.reply?.slice(0, 200) }, "dropped a request whose reply subject is not a requester's inbox");
         return;
       }
-      const message = receiveMessage(options.kind, msg.data, { logger, source: msg.subject });
-      if (message === undefined) return;
+      const decoded = decodeMessage(options.kind, msg.data);
+      if (!decoded.ok) {
+        peerDrops.warn(logger, `malformed ${options.subject}`, { source: msg.subject, reason: decoded.reason }, 'dropped a malformed message');
+        return;
+      }
+      const message = decoded.value;
       Promise.resolve()
         .then(() => options.handler(message, msg))
         .catch((error: unknown) => logger.error({ err: error, subject: msg.subject }, 'message handler failed'));

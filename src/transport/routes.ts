@@ -10,7 +10,7 @@ import { watchKv, type Watch } from './kv-watch.js';
 import { Messages, MESSAGE_SCHEMA_VERSION, type Ack, type RenewReply } from './messages.js';
 import { Buckets, Keys, Subjects } from './names.js';
 import { encodeMessage, receiveMessage } from './codec.js';
-import { answer, publishMessage, subscribeMessages } from './pubsub.js';
+import { answer, peerDrops, publishMessage, subscribeMessages } from './pubsub.js';
 import type { RouteTable } from './route-table.js';
 
 /**
@@ -168,7 +168,7 @@ function sentOnItsSubject(
   logger: Logger,
 ): boolean {
   if (msg.subject === subjectOf(claimed.operator, claimed.shard)) return true;
-  logger.warn({ subject: msg.subject, operator: claimed.operator, shard: claimed.shard }, `dropped ${what} whose shard does not match its subject`);
+  peerDrops.warn(logger, `${what} subject`, { subject: msg.subject, operator: claimed.operator, shard: claimed.shard }, `dropped ${what} whose shard does not match its subject`);
   return false;
 }
 

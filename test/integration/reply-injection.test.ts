@@ -1,13 +1,14 @@
 import { Kvm, type KV } from '@nats-io/kv';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AgentHandle } from '../../src/agent/index.js';
 import { removeCluster } from '../../src/hub/cluster-removal.js';
-import type { HubHandle } from '../../src/hub/index.js';
-import { Buckets, Keys, MESSAGE_SCHEMA_VERSION, Messages, Subjects, encodeMessage, inboxPrefixFor, natsConnectionOptions, type RegisterRequest } from '../../src/transport/index.js';
+import { startHub, type HubHandle } from '../../src/hub/index.js';
+import { Buckets, DROP_LOG_INTERVAL_MS, Keys, MESSAGE_SCHEMA_VERSION, Messages, Subjects, encodeMessage, inboxPrefixFor, natsConnectionOptions, type RegisterRequest } from '../../src/transport/index.js';
 import { newUserKey, type Role } from '../../src/transport/auth/index.js';
 import { natsClientConfig } from '../../src/dev/index.js';
-import { TOKEN, bootstrapTokens, eventually, observe, privateNats, proxyNatsConfig, runAgent, runHub } from './control-fixture.js';
+import { TOKEN, bootstrapTokens, eventually, hubOptions, observe, privateNats, proxyNatsConfig, runAgent, runHub } from './control-fixture.js';
 import { cluster, uniqueName } from './helpers/testbed.js';
 
 const pause = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -166,6 +167,37 @@ describe('the hub answers requests on inboxes only', () => {
     clients.push(agent);
     expect(JSON.parse(await ask(agent, Subjects.registerAs(third), registration(third, { publicKey: agentKey.publicKey })))).toMatchObject({ ok: true, jwt: expect.any(String) });
   }, 60_000);
+
+  it('logs a flood of refused and dropped requests as one line a cause each interval, with the count held back', async () => {
+    await hub.stop();
+    const lines: { msg: string; suppressed?: number }[] = [];
+    const recording = pino({ level: 'warn' }, { write: (line: string) => void lines.push(JSON.parse(line) as { msg: string; suppressed?: number }) });
+    hub = await startHub(hubOptions(nats.nats, 'hub-reply-5', { tokens: bootstrapTokens(newcomer) }), { logger: recording });
+    await eventually(() => expect(hub.isLeader()).toBe(true), 30_000);
+    const boot = await as({ role: 'bootstrap' });
+    expect(await ask(boot, Subjects.register, registration('x', { token: 'wrong' }))).toContain('"ok":false');
+    const flood = async (): Promise<void> => {
+      for (let i = 0; i < 1_000; i++) {
+        boot.publish(Subjects.register, registration('x', { token: 'wrong' }), { reply: '_INBOX.flood' });
+        boot.publish(Subjects.register, registration('x', { token: 'wrong' }), { reply: `$KV.${Buckets.hub}.${Keys.leader}` });
+        boot.publish(Subjects.register, new TextEncoder().encode('{"schema": 99'), { reply: '_INBOX.flood' });
+      }
+      await boot.flush();
+    };
+    const of = (msg: string): { msg: string; suppressed?: number }[] => lines.filter((l) => l.msg.startsWith(msg));
+    const causes = ['registration refused', "dropped a request whose reply subject is not a requester's inbox", 'dropped a malformed message'];
+    await flood();
+    await pause(1_000);
+    for (const cause of causes) expect(of(cause).length, cause).toBeLessThanOrEqual(2);
+    // Nothing is lost: the next line of each cause, an interval later, counts what was held back.
+    await pause(DROP_LOG_INTERVAL_MS);
+    await flood();
+    await eventually(() => {
+      for (const cause of causes) expect(of(cause).at(-1)?.suppressed, cause).toBeGreaterThanOrEqual(999);
+    });
+    // The hub still answers.
+    expect(await ask(boot, Subjects.register, registration(newcomer, { token: TOKEN }))).toContain('"ok":true');
+  }, 90_000);
 
   it("takes no lease from the hub for a proxy whose renewals name the leader's key as their reply", async () => {
     const proxy = await connect({ ...natsConnectionOptions(await proxyNatsConfig(nats.nats, 'ns/op', 'op-0')), maxReconnectAttempts: 0 });
