@@ -112,6 +112,14 @@ export async function connectAndRegister(options: {
     name,
     logger,
   });
+  // Once as itself (idempotent): a token binds its key but does not re-point a registered cluster to a new server or
+  // CA; the cluster's own identity does.
+  try {
+    await registerCluster({ link, identity, logger, signal: options.signal });
+  } catch (err) {
+    await link.close();
+    throw err;
+  }
   // Reused across renewal attempts made with the token, so that a NATS outage leaves one connection trying, not one
   // per attempt; closed once a renewal succeeds, is refused, or the agent stops.
   let tokenLink: Promise<NatsLink> | undefined;

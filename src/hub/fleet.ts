@@ -10,6 +10,7 @@ import {
   receiveRouteTable,
   type ClusterRecord,
   type Ack,
+  type AgentKey,
   type ClusterReport,
   type HandoverStateRecord,
   type RouteTable,
@@ -66,7 +67,7 @@ export class Fleet {
   /** Clusters removed from the fleet (`ctrlmesh clusters remove`): never in `clusters`, whatever the registry holds. */
   readonly #removed = new Set<string>();
   /** The key each cluster's agent was last minted an identity for with its bootstrap token (registration.ts). */
-  readonly #agentKeys = new Map<string, string>();
+  readonly #agentKeys = new Map<string, AgentKey>();
 
   /** The registered clusters, less the removed ones. */
   get clusters(): ReadonlyMap<string, ClusterRecord> {
@@ -77,7 +78,7 @@ export class Fleet {
     return this.#removed;
   }
 
-  get agentKeys(): ReadonlyMap<string, string> {
+  get agentKeys(): ReadonlyMap<string, AgentKey> {
     return this.#agentKeys;
   }
 
@@ -158,7 +159,7 @@ export class Fleet {
     } else if (prefix === 'agentkey') {
       const bound = entry.operation === 'PUT' ? receiveMessage(Messages.agentKey, entry.value, this.source(Buckets.state, entry)) : undefined;
       // Deleted, malformed or naming another cluster: no key is bound, and the next renewal binds its own.
-      if (bound?.cluster === name) this.#agentKeys.set(name, bound.publicKey);
+      if (bound?.cluster === name) this.#agentKeys.set(name, bound);
       else this.#agentKeys.delete(name);
     } else if (prefix === 'handover') {
       this.#corruptHandovers.delete(name);
@@ -233,8 +234,8 @@ export class Fleet {
   }
 
   /** The key the leader has just bound a cluster's agent to. */
-  recordAgentKey(cluster: string, publicKey: string): void {
-    this.#agentKeys.set(cluster, publicKey);
+  recordAgentKey(bound: AgentKey): void {
+    this.#agentKeys.set(bound.cluster, bound);
   }
 
   /** A report the leader has just stored at `revision`. */

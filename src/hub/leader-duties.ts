@@ -103,7 +103,8 @@ export function createLeaderDuties(options: LeaderDutiesOptions): LeaderDuties {
       existing: fleet.clusters.get(name),
       removed: fleet.removed.has(name),
       requesterKey: replyInboxKey(msg.reply),
-      boundKey: fleet.agentKeys.get(name),
+      binding: fleet.agentKeys.get(name),
+      mints: issuer !== undefined && request.publicKey !== undefined,
       now: new Date(now()),
     });
     if (decision.write === 'put') {
@@ -111,7 +112,10 @@ export function createLeaderDuties(options: LeaderDutiesOptions): LeaderDuties {
       fleet.recordRegistration(decision.record);
       logger.info({ cluster: name, server: request.cluster.server, channel }, 'cluster registered');
     } else if (!decision.reply.ok) {
-      peerDrops.warn(logger, 'registration refused', { cluster: name, channel, reason: decision.reply.error }, 'registration refused');
+      // Under its own identity the cluster is proven (its subject); by token, only a name in the token file is kept
+      // apart, so that a bootstrap holder's flood of made-up names shares one line and hides no cluster's refusal.
+      const sender = channel === 'identity' || tokens.some((t) => t.cluster === name) ? `${channel} ${name}` : channel;
+      peerDrops.warn(logger, `registration refused ${sender}`, { cluster: name, channel, reason: decision.reply.error }, 'registration refused');
     }
     metrics.registrations.inc({ result: !decision.reply.ok ? 'refused' : decision.write === 'put' ? 'accepted' : 'unchanged' });
     let jwt: string | undefined;
@@ -121,7 +125,7 @@ export function createLeaderDuties(options: LeaderDutiesOptions): LeaderDuties {
       if (decision.bind !== undefined) {
         const bound: AgentKey = { schema: MESSAGE_SCHEMA_VERSION, cluster: name, publicKey: decision.bind, boundAt: new Date(now()).toISOString() };
         await buckets.state.put(Keys.agentKey(name), encodeMessage(Messages.agentKey, bound));
-        fleet.recordAgentKey(name, decision.bind);
+        fleet.recordAgentKey(bound);
       }
       jwt = await mintUserJwt({
         issuerSeed: issuer.seed,
@@ -137,18 +141,18 @@ export function createLeaderDuties(options: LeaderDutiesOptions): LeaderDuties {
   const storeReport = async (report: ClusterReport, subject: string): Promise<void> => {
     if (!options.loaded()) return;
     if (subject !== Subjects.report(report.cluster)) {
-      peerDrops.warn(logger, 'report subject', { subject, cluster: report.cluster }, 'dropped a report whose cluster does not match its subject');
+      peerDrops.warn(logger, `report on ${subject}`, { subject, cluster: report.cluster }, 'dropped a report whose cluster does not match its subject');
       return;
     }
     if (!fleet.clusters.has(report.cluster)) {
       // A removed cluster's agent reports until it is stopped: expected, so not a warning each time.
       if (fleet.removed.has(report.cluster)) logger.debug({ cluster: report.cluster }, 'dropped a report from a removed cluster');
-      else peerDrops.warn(logger, 'report unregistered', { cluster: report.cluster }, 'dropped a report from an unregistered cluster');
+      else peerDrops.warn(logger, `report unregistered ${subject}`, { cluster: report.cluster }, 'dropped a report from an unregistered cluster');
       return;
     }
     const refused = reportProblem(report, options.fleetHash);
     if (refused !== undefined) {
-      peerDrops.warn(logger, 'report refused', { cluster: report.cluster, problem: refused }, 'dropped a report the hub cannot plan with; the last good one stays');
+      peerDrops.warn(logger, `report refused ${subject}`, { cluster: report.cluster, problem: refused }, 'dropped a report the hub cannot plan with; the last good one stays');
       return;
     }
     const known = fleet.reports.get(report.cluster);
@@ -184,7 +188,7 @@ export function createLeaderDuties(options: LeaderDutiesOptions): LeaderDuties {
           handler: (request, msg) => {
             // Only the agent of a cluster may publish on its subject (its permissions): the subject is the proof.
             if (msg.subject === Subjects.registerAs(request.cluster.name)) return register(request, 'identity', msg);
-            peerDrops.warn(logger, 'registration subject', { subject: msg.subject, cluster: request.cluster.name }, 'dropped a registration whose cluster does not match its subject');
+            peerDrops.warn(logger, `registration on ${msg.subject}`, { subject: msg.subject, cluster: request.cluster.name }, 'dropped a registration whose cluster does not match its subject');
           },
         }),
         subscribeMessages({

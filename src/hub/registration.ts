@@ -3,6 +3,7 @@ import {
   Buckets,
   MESSAGE_SCHEMA_VERSION,
   endpointProblem,
+  type AgentKey,
   type ClusterRecord,
   type RegisterReply,
   type RegisterRequest,
@@ -59,8 +60,13 @@ export function decideRegistration(options: {
    * inbox. On the identity channel an identity is minted only for it.
    */
   requesterKey: string | undefined;
-  /** The key the cluster's agent was last minted an identity for with its token (its agentkey), if any. */
-  boundKey: string | undefined;
+  /**
+   * The key the cluster's agent was last minted an identity for with its token (its agentkey); one without a key after
+   * a removal; undefined when none is stored.
+   */
+  binding: AgentKey | undefined;
+  /** Whether the hub mints identities (`--agent-issuer`) and the request names a key to mint one for. */
+  mints: boolean;
   now: Date;
 }): RegistrationDecision {
   const { request, existing } = options;
@@ -80,15 +86,22 @@ export function decideRegistration(options: {
     if (request.publicKey !== options.requesterKey) {
       return refuse(`registration of cluster "${name}" refused: under a cluster's own identity, an identity is minted only for that identity's key`);
     }
-    if (options.boundKey !== undefined && request.publicKey !== options.boundKey) {
-      return refuse(
-        `registration of cluster "${name}" refused: its identity is renewed only for the key its bootstrap token was last exchanged for; restart its agent (with its --token-file) to bind a new key`,
-      );
+    if (options.binding !== undefined && request.publicKey !== options.binding.publicKey) {
+      const bound = options.binding.publicKey === undefined ? 'no key since it was removed' : 'only the key its bootstrap token was last exchanged for';
+      return refuse(`registration of cluster "${name}" refused: its identity is renewed for ${bound}; restart its agent (with its --token-file) to bind a new key`);
     }
   }
   const problem = endpointProblem(request.cluster);
   if (problem) return refuse(`registration of cluster "${name}" refused: ${problem}`);
+  // The token binds the key it is exchanged for; with no key stored yet (an agent registered by an earlier version,
+  // or the state bucket lost), the first renewal binds its own.
+  const bind = request.publicKey !== undefined && request.publicKey !== options.binding?.publicKey ? { bind: request.publicKey } : {};
+  const ok: RegisterReply = { schema: MESSAGE_SCHEMA_VERSION, ok: true };
   const moved = existing && (existing.cluster.server !== request.cluster.server || existing.cluster.caPem !== request.cluster.caPem);
+  // A token re-points nothing itself, but still binds and mints its key: the agent then re-points the cluster under
+  // that identity. Refusing it would let whoever re-pointed the record under a copied identity keep the agent's new
+  // key from ever being bound (attacker probe, session 23).
+  if (moved && options.channel === 'bootstrap' && options.mints) return { write: 'none', reply: ok, ...bind };
   if (moved && options.channel === 'bootstrap') {
     return refuse(
       `registration of cluster "${name}" refused: it is registered with server ${existing.cluster.server} (and its CA); a bootstrap token cannot re-point it. ` +
@@ -99,10 +112,6 @@ export function decideRegistration(options: {
   // label itself into other operators' spans (attacker probe, session 20).
   const labels = options.tokens.find((t) => t.cluster === name && t.labels !== undefined)?.labels;
   const cluster = labels === undefined ? request.cluster : { ...request.cluster, labels: { ...labels } };
-  const ok: RegisterReply = { schema: MESSAGE_SCHEMA_VERSION, ok: true };
-  // The token binds the key it is exchanged for; with no key bound yet (an agent registered by an earlier version,
-  // or the state bucket lost), the first renewal binds its own.
-  const bind = request.publicKey !== undefined && request.publicKey !== options.boundKey ? { bind: request.publicKey } : {};
   if (existing && sameIdentity(existing.cluster, cluster)) return { write: 'none', reply: ok, ...bind };
   const at = options.now.toISOString();
   return {

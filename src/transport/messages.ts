@@ -69,12 +69,12 @@ export const ClusterRemovalSchema = Type.Object({ schema: version, cluster: name
 
 /**
  * The public key a cluster's agent was last minted an identity for with its bootstrap token, stored at key
- * agentkey.<cluster>: under the cluster's own identity the hub renews for that key only. A key of its own, not a
- * field of the ClusterRecord, so that hubs of earlier versions (which refuse unknown fields) read the registry as
- * before.
+ * agentkey.<cluster>: under the cluster's own identity the hub renews for that key only. Without one (written when
+ * the cluster is removed), it renews for no key until the token is exchanged again. A key of its own, not a field of
+ * the ClusterRecord, so that hubs of earlier versions (which refuse unknown fields) read the registry as before.
  */
 export const AgentKeySchema = Type.Object(
-  { schema: version, cluster: name, publicKey: userKey, boundAt: timestamp },
+  { schema: version, cluster: name, publicKey: Type.Optional(userKey), boundAt: timestamp },
   { additionalProperties: false },
 );
 

@@ -49,12 +49,14 @@ export function answer(msg: Msg, data: Uint8Array): void {
 }
 
 /**
- * What peers send that is dropped or refused is logged at most once per cause every DROP_LOG_INTERVAL_MS, with the
- * number held back since (`suppressed`): any peer the server lets publish could otherwise write the log as fast as
- * it sends.
+ * What peers send that is dropped or refused is logged at most once per cause and sender every DROP_LOG_INTERVAL_MS,
+ * with the number held back since (`suppressed`): any peer the server lets publish could otherwise write the log as
+ * fast as it sends. The sender is the subject, which the server's permissions tie to one identity (a cluster's
+ * agent, a shard's proxy), so that one peer's flood hides no other's line; subjects every holder of an identity
+ * shares (the bootstrap's) share a line. The keys are as many as the subjects peers may publish on.
  */
 export const DROP_LOG_INTERVAL_MS = 10_000;
-export const peerDrops = new LogThrottle(DROP_LOG_INTERVAL_MS, () => performance.now());
+export const peerDrops = new LogThrottle(DROP_LOG_INTERVAL_MS, () => performance.now(), 4096);
 
 /** Subscribes with validation on receipt. A handler that throws is logged; the subscription carries on. */
 export function subscribeMessages<S extends TSchema>(options: SubscribeOptions<S>): Subscription {
@@ -67,12 +69,12 @@ export function subscribeMessages<S extends TSchema>(options: SubscribeOptions<S
         return;
       }
       if (options.requests === true && replyInboxKey(msg.reply) === undefined) {
-        peerDrops.warn(logger, `reply ${options.subject}`, { subject: msg.subject, reply: msg.reply?.slice(0, 200) }, "dropped a request whose reply subject is not a requester's inbox");
+        peerDrops.warn(logger, `reply ${msg.subject}`, { subject: msg.subject, reply: msg.reply?.slice(0, 200) }, "dropped a request whose reply subject is not a requester's inbox");
         return;
       }
       const decoded = decodeMessage(options.kind, msg.data);
       if (!decoded.ok) {
-        peerDrops.warn(logger, `malformed ${options.subject}`, { source: msg.subject, reason: decoded.reason }, 'dropped a malformed message');
+        peerDrops.warn(logger, `malformed ${msg.subject}`, { source: msg.subject, reason: decoded.reason }, 'dropped a malformed message');
         return;
       }
       const message = decoded.value;

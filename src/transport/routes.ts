@@ -168,7 +168,7 @@ function sentOnItsSubject(
   logger: Logger,
 ): boolean {
   if (msg.subject === subjectOf(claimed.operator, claimed.shard)) return true;
-  peerDrops.warn(logger, `${what} subject`, { subject: msg.subject, operator: claimed.operator, shard: claimed.shard }, `dropped ${what} whose shard does not match its subject`);
+  peerDrops.warn(logger, `${what} ${msg.subject}`, { subject: msg.subject, operator: claimed.operator, shard: claimed.shard }, `dropped ${what} whose shard does not match its subject`);
   return false;
 }
 

@@ -15,7 +15,7 @@ describe('Fleet: the keys agents are bound to', () => {
   it('reads a binding, and forgets it when deleted, malformed or naming another cluster (the next renewal binds again)', () => {
     const fleet = new Fleet(logger, []);
     fleet.applyStateEntry(entry(Keys.agentKey('a'), bound('a')));
-    expect(fleet.agentKeys.get('a')).toBe(KEY);
+    expect(fleet.agentKeys.get('a')?.publicKey).toBe(KEY);
     for (const gone of [entry(Keys.agentKey('a'), new Uint8Array(), 'DEL'), entry(Keys.agentKey('a'), bound('b')), entry(Keys.agentKey('a'), new TextEncoder().encode('{"schema":1}'))]) {
       fleet.applyStateEntry(entry(Keys.agentKey('a'), bound('a')));
       fleet.applyStateEntry(gone);
@@ -23,9 +23,13 @@ describe('Fleet: the keys agents are bound to', () => {
     }
   });
 
-  it('keeps a binding the leader has just written', () => {
+  it('keeps a binding the leader has just written, and one without a key (a removal wrote it)', () => {
     const fleet = new Fleet(logger, []);
-    fleet.recordAgentKey('a', KEY);
-    expect([...fleet.agentKeys]).toEqual([['a', KEY]]);
+    const binding = { schema: MESSAGE_SCHEMA_VERSION, cluster: 'a', publicKey: KEY, boundAt: '2026-01-01T00:00:00.000Z' } as const;
+    fleet.recordAgentKey(binding);
+    expect(fleet.agentKeys.get('a')).toEqual(binding);
+    fleet.applyStateEntry(entry(Keys.agentKey('a'), encodeMessage(Messages.agentKey, { schema: MESSAGE_SCHEMA_VERSION, cluster: 'a', boundAt: '2026-01-02T00:00:00.000Z' })));
+    expect(fleet.agentKeys.get('a')).toMatchObject({ cluster: 'a' });
+    expect(fleet.agentKeys.get('a')?.publicKey).toBeUndefined();
   });
 });
