@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AgentHandle } from '../../src/agent/index.js';
 import { readmitCluster, removeCluster } from '../../src/hub/cluster-removal.js';
 import { startHub, type HubHandle } from '../../src/hub/index.js';
-import { Buckets, DROP_LOG_INTERVAL_MS, Keys, MESSAGE_SCHEMA_VERSION, Messages, Subjects, encodeMessage, inboxPrefixFor, natsConnectionOptions, type ClusterRecord, type RegisterRequest } from '../../src/transport/index.js';
+import { Buckets, DROP_LOG_INTERVAL_MS, Keys, MESSAGE_SCHEMA_VERSION, Messages, Subjects, encodeMessage, inboxPrefixFor, natsConnectionOptions, type ClusterRecord, type NatsClientConfig, type RegisterRequest } from '../../src/transport/index.js';
 import { newUserKey, type Role } from '../../src/transport/auth/index.js';
 import { natsClientConfig } from '../../src/dev/index.js';
 import { TOKEN, bootstrapTokens, eventually, hubOptions, observe, privateNats, proxyNatsConfig, runAgent, runHub } from './control-fixture.js';
@@ -60,6 +60,34 @@ describe('the hub answers requests on inboxes only', () => {
     `$KV.${Buckets.state}.${Keys.report(a)}`,
     `$KV.${Buckets.hub}.${Keys.leader}`,
   ];
+
+  /** A hub started afresh, accepting the tokens of `clusters`, once it leads. */
+  const restartHub = async (identity: string, ...clusters: string[]): Promise<void> => {
+    await hub.stop();
+    hub = await runHub(nats.nats, identity, { tokens: bootstrapTokens(...clusters) });
+    await eventually(() => expect(hub.isLeader()).toBe(true), 30_000);
+  };
+  /** A bootstrap holder, and the inbox prefix its key names. */
+  const bootstrapHolder = async (): Promise<{ boot: NatsConnection; config: NatsClientConfig; inboxPrefix: string }> => {
+    const config = await natsClientConfig(nats.nats, { role: 'bootstrap' });
+    const boot = await connect({ ...natsConnectionOptions(config), maxReconnectAttempts: 0 });
+    clients.push(boot);
+    return { boot, config, inboxPrefix: inboxPrefixFor(config.credentials) };
+  };
+  /** The agent's token exchange for a key of its own; `connectAs` connects with the identity minted for it. */
+  const exchange = async (holder: { boot: NatsConnection; config: NatsClientConfig }, name: string): Promise<{ key: ReturnType<typeof newUserKey>; connectAs(): Promise<NatsConnection> }> => {
+    const key = newUserKey();
+    const reply = JSON.parse(await ask(holder.boot, Subjects.register, registration(name, { token: TOKEN, publicKey: key.publicKey }))) as { ok: boolean; jwt?: string };
+    expect(reply).toMatchObject({ ok: true, jwt: expect.any(String) });
+    return {
+      key,
+      connectAs: async () => {
+        const nc = await connect({ ...natsConnectionOptions({ ...holder.config, credentials: { kind: 'jwt', jwt: reply.jwt!, seed: key.seed } }), maxReconnectAttempts: 0 });
+        clients.push(nc);
+        return nc;
+      },
+    };
+  };
 
   beforeAll(async () => {
     nats = await privateNats();
@@ -124,9 +152,7 @@ describe('the hub answers requests on inboxes only', () => {
 
   it("mints under a cluster's own identity only for that identity's key", async () => {
     const other = uniqueName('rpo');
-    await hub.stop();
-    hub = await runHub(nats.nats, 'hub-reply-3', { tokens: bootstrapTokens(other) });
-    await eventually(() => expect(hub.isLeader()).toBe(true), 30_000);
+    await restartHub('hub-reply-3', other);
     const boot = await as({ role: 'bootstrap' });
     expect(await ask(boot, Subjects.register, registration(other, { token: TOKEN }))).toContain('"ok":true');
     const own = await as({ role: 'agent', cluster: other });
@@ -137,22 +163,17 @@ describe('the hub answers requests on inboxes only', () => {
 
   it("mints under a copy of a cluster's identity nothing for the shared bootstrap key: only for the key its token was exchanged for", async () => {
     const third = uniqueName('rpt');
-    await hub.stop();
-    hub = await runHub(nats.nats, 'hub-reply-4', { tokens: bootstrapTokens(third) });
-    await eventually(() => expect(hub.isLeader()).toBe(true), 30_000);
-    const bootConfig = await natsClientConfig(nats.nats, { role: 'bootstrap' });
-    const boot = await connect({ ...natsConnectionOptions(bootConfig), maxReconnectAttempts: 0 });
-    clients.push(boot);
-    const bootstrapKey = /^_INBOX_(U[A-Z2-7]{55})$/u.exec(inboxPrefixFor(bootConfig.credentials))?.[1];
+    await restartHub('hub-reply-4', third);
+    const holder = await bootstrapHolder();
+    const { boot } = holder;
+    const bootstrapKey = /^_INBOX_(U[A-Z2-7]{55})$/u.exec(holder.inboxPrefix)?.[1];
     expect(bootstrapKey).toBeDefined();
     // The agent exchanges its token for an identity of its own key.
-    const agentKey = newUserKey();
-    const exchanged = JSON.parse(await ask(boot, Subjects.register, registration(third, { token: TOKEN, publicKey: agentKey.publicKey }))) as { ok: boolean; jwt?: string };
-    expect(exchanged).toMatchObject({ ok: true, jwt: expect.any(String) });
+    const agent = await exchange(holder, third);
     // A copy of the cluster's identity asks for one minted for the bootstrap key, answered on that key's inbox,
     // which every bootstrap holder reads: what arrives there is a refusal, no identity.
     const copy = await as({ role: 'agent', cluster: third });
-    const inbox = `${inboxPrefixFor(bootConfig.credentials)}.stolen`;
+    const inbox = `${holder.inboxPrefix}.stolen`;
     const arrived = boot.subscribe(inbox, { max: 1 });
     await boot.flush();
     copy.publish(Subjects.registerAs(third), registration(third, { publicKey: bootstrapKey! }), { reply: inbox });
@@ -162,26 +183,16 @@ describe('the hub answers requests on inboxes only', () => {
     expect(stolen).toMatchObject({ ok: false, error: expect.stringMatching(/renewed for only the key its bootstrap token was last exchanged for/u) });
     expect(stolen?.jwt).toBeUndefined();
     // The positive control: the agent's own identity is renewed for its key.
-    const agentConfig = { ...bootConfig, credentials: { kind: 'jwt' as const, jwt: exchanged.jwt!, seed: agentKey.seed } };
-    const agent = await connect({ ...natsConnectionOptions(agentConfig), maxReconnectAttempts: 0 });
-    clients.push(agent);
-    expect(JSON.parse(await ask(agent, Subjects.registerAs(third), registration(third, { publicKey: agentKey.publicKey })))).toMatchObject({ ok: true, jwt: expect.any(String) });
+    const own = await agent.connectAs();
+    expect(JSON.parse(await ask(own, Subjects.registerAs(third), registration(third, { publicKey: agent.key.publicKey })))).toMatchObject({ ok: true, jwt: expect.any(String) });
   }, 60_000);
 
   it('a copied identity keeps no hold on its cluster: removed and readmitted, or re-pointed, the agent binds its new key', async () => {
     const fifth = uniqueName('rpf');
-    await hub.stop();
-    hub = await runHub(nats.nats, 'hub-reply-6', { tokens: bootstrapTokens(fifth) });
-    await eventually(() => expect(hub.isLeader()).toBe(true), 30_000);
-    const bootConfig = await natsClientConfig(nats.nats, { role: 'bootstrap' });
-    const boot = await connect({ ...natsConnectionOptions(bootConfig), maxReconnectAttempts: 0 });
-    clients.push(boot);
-    const stolenKey = newUserKey();
-    const exchanged = JSON.parse(await ask(boot, Subjects.register, registration(fifth, { token: TOKEN, publicKey: stolenKey.publicKey }))) as { ok: boolean; jwt?: string };
-    expect(exchanged.ok).toBe(true);
-    const copy = await connect({ ...natsConnectionOptions({ ...bootConfig, credentials: { kind: 'jwt', jwt: exchanged.jwt!, seed: stolenKey.seed } }), maxReconnectAttempts: 0 });
-    clients.push(copy);
-    const renewal = registration(fifth, { publicKey: stolenKey.publicKey });
+    await restartHub('hub-reply-6', fifth);
+    const stolen = await exchange(await bootstrapHolder(), fifth);
+    const copy = await stolen.connectAs();
+    const renewal = registration(fifth, { publicKey: stolen.key.publicKey });
     // Removed and readmitted while the copy is still valid: its renewals stay refused.
     expect(await removeCluster({ clusters: kv.clusters, state: kv.state }, fifth, new Date())).toBe(true);
     expect(await readmitCluster({ clusters: kv.clusters, state: kv.state }, fifth)).toBe(true);
