@@ -24,7 +24,7 @@ import {
 } from '../transport/index.js';
 import type { Fleet } from './fleet.js';
 import type { HubOptions } from './options.js';
-import { decideRegistration, type RegistrationChannel } from './registration.js';
+import { decideRegistration, tokenAccepted, type RegistrationChannel } from './registration.js';
 import { reportProblem } from './report-check.js';
 import type { HashSettings } from '../sharding/index.js';
 
@@ -112,9 +112,10 @@ export function createLeaderDuties(options: LeaderDutiesOptions): LeaderDuties {
       fleet.recordRegistration(decision.record);
       logger.info({ cluster: name, server: request.cluster.server, channel }, 'cluster registered');
     } else if (!decision.reply.ok) {
-      // Under its own identity the cluster is proven (its subject); by token, only a name in the token file is kept
-      // apart, so that a bootstrap holder's flood of made-up names shares one line and hides no cluster's refusal.
-      const sender = channel === 'identity' || tokens.some((t) => t.cluster === name) ? `${channel} ${name}` : channel;
+      // Under its own identity the cluster is proven (its subject); by token, only once its token is accepted: every
+      // wrong token shares one line, so that a bootstrap holder's flood hides no cluster's refusal (attacker probes,
+      // session 23).
+      const sender = channel === 'identity' || tokenAccepted(request.token ?? '', name, tokens) ? `${channel} ${name}` : channel;
       peerDrops.warn(logger, `registration refused ${sender}`, { cluster: name, channel, reason: decision.reply.error }, 'registration refused');
     }
     metrics.registrations.inc({ result: !decision.reply.ok ? 'refused' : decision.write === 'put' ? 'accepted' : 'unchanged' });

@@ -82,13 +82,19 @@ export function decideRegistration(options: {
   // Minted only for the key whose inbox the answer goes to, and which the cluster's token was last exchanged for: a
   // copied identity can mint neither for a key whose inbox its holder cannot read nor for the shared bootstrap key,
   // whose inbox every bootstrap holder reads (attacker probes, session 22).
+  // Removed and readmitted, the cluster speaks under its own identity again only once its token has bound a key: a
+  // copy of the old identity, still valid, does not register it first (attacker probe, session 23).
+  if (options.channel === 'identity' && options.binding !== undefined && options.binding.publicKey === undefined) {
+    return refuse(`registration of cluster "${name}" refused: no key is bound since it was removed; restart its agent (with its --token-file) to bind a new key`);
+  }
   if (options.channel === 'identity' && request.publicKey !== undefined) {
     if (request.publicKey !== options.requesterKey) {
       return refuse(`registration of cluster "${name}" refused: under a cluster's own identity, an identity is minted only for that identity's key`);
     }
     if (options.binding !== undefined && request.publicKey !== options.binding.publicKey) {
-      const bound = options.binding.publicKey === undefined ? 'no key since it was removed' : 'only the key its bootstrap token was last exchanged for';
-      return refuse(`registration of cluster "${name}" refused: its identity is renewed for ${bound}; restart its agent (with its --token-file) to bind a new key`);
+      return refuse(
+        `registration of cluster "${name}" refused: its identity is renewed for only the key its bootstrap token was last exchanged for; restart its agent (with its --token-file) to bind a new key`,
+      );
     }
   }
   const problem = endpointProblem(request.cluster);

@@ -64,10 +64,13 @@ describe('registration', () => {
       reply: { schema: MESSAGE_SCHEMA_VERSION, ok: false, error: expect.stringMatching(/renewed for only the key its bootstrap token was last exchanged for/u) },
     });
     // After a removal no key is bound: even the agent's own key is renewed only once its token is exchanged again.
-    expect(decideRegistration({ request: renewal, channel: 'identity', tokens, existing: undefined, removed: false, requesterKey: key, binding: bound(), mints: true, now }).reply).toMatchObject({
-      ok: false,
-      error: expect.stringMatching(/renewed for no key since it was removed; restart its agent/u),
-    });
+    // Nor is any registration under its identity accepted, with a key or without (a copy registering it first).
+    for (const asItself of [renewal, { ...renewal, publicKey: undefined }]) {
+      expect(decideRegistration({ request: asItself, channel: 'identity', tokens, existing: undefined, removed: false, requesterKey: key, binding: bound(), mints: true, now }).reply).toMatchObject({
+        ok: false,
+        error: expect.stringMatching(/no key is bound since it was removed; restart its agent/u),
+      });
+    }
     expect(decideRegistration({ request: { ...request, publicKey: key }, channel: 'bootstrap', tokens, existing: undefined, removed: false, requesterKey: bootstrapKey, binding: bound(), mints: true, now })).toMatchObject({ reply: { ok: true }, bind: key });
     // With no key bound yet (registered by an earlier version), the first renewal binds its own.
     expect(decideRegistration({ request: renewal, channel: 'identity', tokens, existing: undefined, removed: false, requesterKey: key, binding: undefined, mints: false, now })).toMatchObject({ reply: { ok: true }, bind: key });
