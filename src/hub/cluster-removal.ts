@@ -9,16 +9,16 @@ export interface RemovalBuckets {
 
 /**
  * Removes a registered cluster from the fleet. The removal is stored first, so a registration racing it is refused,
- * or its record ignored, by every hub; then its agent's key binding (none is bound), its record and its last report
- * go. The leader plans without it
- * at once: its shards' units are revoked (handed over as ever) and its own units leave every operator's span.
+ * or its record ignored, by every hub; then its agent's key binding is emptied, and its record and last report go.
+ * The leader plans without it at once: its shards' units are revoked (handed over as ever) and its own units leave
+ * every operator's span.
  * Returns false, changing nothing, for a cluster that is not registered.
  */
 export async function removeCluster(buckets: RemovalBuckets, cluster: string, now: Date): Promise<boolean> {
   if ((await buckets.clusters.get(Keys.cluster(cluster)))?.operation !== 'PUT') return false;
   await buckets.state.put(Keys.removal(cluster), encodeMessage(Messages.clusterRemoval, { schema: MESSAGE_SCHEMA_VERSION, cluster, removedAt: now.toISOString() }));
-  // No key bound: once readmitted, the cluster's identity is renewed for none until its token is exchanged again, so
-  // a copy still valid then does not come back with it (attacker probe, session 23).
+  // No key bound: once readmitted, nothing is accepted under the cluster's identity until its token is exchanged
+  // again, so a copy still valid then does not register it first (attacker probe, session 23).
   await buckets.state.put(Keys.agentKey(cluster), encodeMessage(Messages.agentKey, { schema: MESSAGE_SCHEMA_VERSION, cluster, boundAt: now.toISOString() }));
   await buckets.clusters.delete(Keys.cluster(cluster));
   await buckets.state.delete(Keys.report(cluster));
