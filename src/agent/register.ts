@@ -6,8 +6,10 @@ import { decodeJwt, newUserKey } from '../transport/auth/index.js';
 import {
   MESSAGE_SCHEMA_VERSION,
   Messages,
+  PROOF_HEADER,
   Subjects,
   connectNats,
+  proveRegistration,
   requestMessage,
   type ClusterIdentity,
   type NatsClientConfig,
@@ -21,6 +23,8 @@ interface RegisterOptions {
   /** With a token: the bootstrap exchange on `ctrlmesh.register`; without: under the cluster's own identity. */
   token?: string;
   publicKey?: string;
+  /** The agent's own key, which signs what it registers under its own identity (`proveRegistration`). */
+  seed?: Uint8Array;
   logger: Logger;
   signal: AbortSignal;
   retryMs?: number;
@@ -46,6 +50,8 @@ export async function registerCluster(options: RegisterOptions): Promise<Registe
           ...(options.token !== undefined ? { token: options.token } : {}),
           ...(options.publicKey ? { publicKey: options.publicKey } : {}),
         },
+        // Signed at each attempt: a proof holds only for minutes.
+        ...(options.seed && options.token === undefined ? { headers: { [PROOF_HEADER]: proveRegistration(options.seed, options.identity, new Date()) } } : {}),
         timeoutMs: 3_000,
         logger: options.logger,
       });
@@ -112,10 +118,10 @@ export async function connectAndRegister(options: {
     name,
     logger,
   });
-  // Once as itself (idempotent): a token binds its key but does not re-point a registered cluster to a new server or
-  // CA; the cluster's own identity does.
+  // Once as itself, signed with its key (idempotent): a token binds its key but does not re-point a registered
+  // cluster to a new server or CA; the cluster's own identity, proven by the bound key, does.
   try {
-    await registerCluster({ link, identity, logger, signal: options.signal });
+    await registerCluster({ link, identity, seed: key.seed, logger, signal: options.signal });
   } catch (err) {
     await link.close();
     throw err;
@@ -135,7 +141,7 @@ export async function connectAndRegister(options: {
       // Under its own identity while that is valid; once expired (no hub answered for half its life), with the
       // bootstrap token, as at start. Judged by the expiry, not the link's state: an expired link flaps while
       // nats.js retries it.
-      if (Date.now() < (expiresAt() ?? Infinity)) return (await registerCluster({ link, identity, publicKey: key.publicKey, logger, signal })).jwt;
+      if (Date.now() < (expiresAt() ?? Infinity)) return (await registerCluster({ link, identity, publicKey: key.publicKey, seed: key.seed, logger, signal })).jwt;
       tokenLink ??= connectNats({ config: options.nats, name, logger }).catch((err: unknown) => {
         tokenLink = undefined;
         throw err;
@@ -158,7 +164,7 @@ export async function connectAndRegister(options: {
   return {
     link,
     ownIdentity: true,
-    reregister: async (signal) => void (await registerCluster({ link, identity, logger, signal })),
+    reregister: async (signal) => void (await registerCluster({ link, identity, seed: key.seed, logger, signal })),
   };
 }
 

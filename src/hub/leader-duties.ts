@@ -6,9 +6,11 @@ import {
   Keys,
   MESSAGE_SCHEMA_VERSION,
   Messages,
+  PROOF_HEADER,
   Subjects,
   encodeMessage,
   peerDrops,
+  registrationProven,
   replyInboxKey,
   respondMessage,
   sameReport,
@@ -96,6 +98,7 @@ export function createLeaderDuties(options: LeaderDutiesOptions): LeaderDuties {
   const register = async (request: RegisterRequest, channel: RegistrationChannel, msg: Msg): Promise<void> => {
     if (!options.loaded()) return;
     const name = request.cluster.name;
+    const binding = fleet.agentKeys.get(name);
     const decision = decideRegistration({
       request,
       channel,
@@ -103,8 +106,9 @@ export function createLeaderDuties(options: LeaderDutiesOptions): LeaderDuties {
       existing: fleet.clusters.get(name),
       removed: fleet.removed.has(name),
       requesterKey: replyInboxKey(msg.reply),
-      binding: fleet.agentKeys.get(name),
+      binding,
       mints: issuer !== undefined && request.publicKey !== undefined,
+      proven: binding?.publicKey !== undefined && registrationProven(binding.publicKey, request.cluster, msg.headers?.get(PROOF_HEADER), new Date(now())),
       now: new Date(now()),
     });
     if (decision.write === 'put') {

@@ -2,6 +2,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import {
   Buckets,
   MESSAGE_SCHEMA_VERSION,
+  canonicalCluster,
   endpointProblem,
   type AgentKey,
   type ClusterRecord,
@@ -67,6 +68,8 @@ export function decideRegistration(options: {
   binding: AgentKey | undefined;
   /** Whether the hub mints identities (`--agent-issuer`) and the request names a key to mint one for. */
   mints: boolean;
+  /** Whether the request is signed, just now, with the bound key (`registrationProven`). */
+  proven: boolean;
   now: Date;
 }): RegistrationDecision {
   const { request, existing } = options;
@@ -119,6 +122,12 @@ export function decideRegistration(options: {
   const labels = options.tokens.find((t) => t.cluster === name && t.labels !== undefined)?.labels;
   const cluster = labels === undefined ? request.cluster : { ...request.cluster, labels: { ...labels } };
   if (existing && sameIdentity(existing.cluster, cluster)) return { write: 'none', reply: ok, ...bind };
+  // Every copy of the cluster's identity may send here; only the agent holds the bound key (attacker probe, session 23).
+  if (options.channel === 'identity' && options.binding?.publicKey !== undefined && !options.proven) {
+    return refuse(
+      `registration of cluster "${name}" refused: under its own identity, its record changes only when the request is signed with the key its bootstrap token was last exchanged for; restart its agent (with its --token-file)`,
+    );
+  }
   const at = options.now.toISOString();
   return {
     write: 'put',
@@ -129,9 +138,5 @@ export function decideRegistration(options: {
 }
 
 function sameIdentity(a: ClusterRecord['cluster'], b: ClusterRecord['cluster']): boolean {
-  return JSON.stringify(canonical(a)) === JSON.stringify(canonical(b));
-}
-
-function canonical(c: ClusterRecord['cluster']): unknown {
-  return { ...c, labels: Object.fromEntries(Object.entries(c.labels).sort(([x], [y]) => (x < y ? -1 : 1))) };
+  return JSON.stringify(canonicalCluster(a)) === JSON.stringify(canonicalCluster(b));
 }

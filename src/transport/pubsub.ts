@@ -1,4 +1,4 @@
-import type { Msg, Subscription } from '@nats-io/transport-node';
+import { headers, type Msg, type MsgHdrs, type Subscription } from '@nats-io/transport-node';
 import type { Static, TSchema } from '@sinclair/typebox';
 import type { Logger } from 'pino';
 import { CtrlmeshError, ErrorCodes } from '../errors.js';
@@ -95,8 +95,16 @@ export interface RequestOptions<Q extends TSchema, R extends TSchema> {
   request: MessageKind<Q>;
   reply: MessageKind<R>;
   value: Static<Q>;
+  /** NATS headers sent with the request (a registration's proof). */
+  headers?: Readonly<Record<string, string>>;
   timeoutMs: number;
   logger: Logger;
+}
+
+function natsHeaders(values: Readonly<Record<string, string>>): MsgHdrs {
+  const h = headers();
+  for (const [name, value] of Object.entries(values)) h.set(name, value);
+  return h;
 }
 
 /** A request whose reply is validated; no responder, a timeout or a malformed reply is a CtrlmeshError (NATS). */
@@ -105,6 +113,7 @@ export async function requestMessage<Q extends TSchema, R extends TSchema>(optio
   try {
     msg = await options.link.nc.request(options.subject, encodeMessage(options.request, options.value), {
       timeout: options.timeoutMs,
+      ...(options.headers ? { headers: natsHeaders(options.headers) } : {}),
     });
   } catch (err) {
     throw new CtrlmeshError(ErrorCodes.NATS, `no answer on ${options.subject}: ${(err as Error).message} (is the hub running?)`, {

@@ -1,11 +1,11 @@
 import { Kvm, type KV } from '@nats-io/kv';
-import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { connect, headers, type MsgHdrs, type NatsConnection } from '@nats-io/transport-node';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AgentHandle } from '../../src/agent/index.js';
 import { readmitCluster, removeCluster } from '../../src/hub/cluster-removal.js';
 import { startHub, type HubHandle } from '../../src/hub/index.js';
-import { Buckets, DROP_LOG_INTERVAL_MS, Keys, MESSAGE_SCHEMA_VERSION, Messages, Subjects, encodeMessage, inboxPrefixFor, natsConnectionOptions, type ClusterRecord, type NatsClientConfig, type RegisterRequest } from '../../src/transport/index.js';
+import { Buckets, DROP_LOG_INTERVAL_MS, Keys, MESSAGE_SCHEMA_VERSION, Messages, Subjects, encodeMessage, inboxPrefixFor, natsConnectionOptions, PROOF_HEADER, proveRegistration, type ClusterRecord, type NatsClientConfig, type RegisterRequest } from '../../src/transport/index.js';
 import { newUserKey, type Role } from '../../src/transport/auth/index.js';
 import { natsClientConfig } from '../../src/dev/index.js';
 import { TOKEN, bootstrapTokens, eventually, hubOptions, observe, privateNats, proxyNatsConfig, runAgent, runHub } from './control-fixture.js';
@@ -52,8 +52,8 @@ describe('the hub answers requests on inboxes only', () => {
   /** A hub's answer (a RegisterReply or a RenewReply) where the hub keeps state. */
   const answers = (written: string[]): string[] => written.filter((w) => /"ok":|"extended":/u.test(w));
   /** A request answered, asked again while a hub that has just started reads its buckets (it answers nothing then). */
-  const ask = (nc: NatsConnection, subject: string, data: Uint8Array): Promise<string> =>
-    eventually(async () => new TextDecoder().decode((await nc.request(subject, data, { timeout: 2_000 })).data), 30_000);
+  const ask = (nc: NatsConnection, subject: string, data: Uint8Array, sent?: MsgHdrs): Promise<string> =>
+    eventually(async () => new TextDecoder().decode((await nc.request(subject, data, { timeout: 2_000, ...(sent ? { headers: sent } : {}) })).data), 30_000);
   const targets = (): string[] => [
     `$KV.${Buckets.clusters}.${Keys.cluster(a)}`,
     `$KV.${Buckets.state}.${Keys.removal(a)}`,
@@ -187,7 +187,7 @@ describe('the hub answers requests on inboxes only', () => {
     expect(JSON.parse(await ask(own, Subjects.registerAs(third), registration(third, { publicKey: agent.key.publicKey })))).toMatchObject({ ok: true, jwt: expect.any(String) });
   }, 60_000);
 
-  it("a copy of a removed cluster's identity does not register it again once readmitted; re-pointed by the copy, its agent binds a new key and re-points it back", async () => {
+  it("a copy of a cluster's identity changes no record once the token has bound another key, and does not register the cluster again after a readmission", async () => {
     const fifth = uniqueName('rpf');
     await restartHub('hub-reply-6', fifth);
     const stolen = await exchange(await bootstrapHolder(), fifth);
@@ -196,20 +196,40 @@ describe('the hub answers requests on inboxes only', () => {
     // Removed and readmitted while the copy is still valid: its renewals stay refused.
     expect(await removeCluster({ clusters: kv.clusters, state: kv.state }, fifth, new Date())).toBe(true);
     expect(await readmitCluster({ clusters: kv.clusters, state: kv.state }, fifth)).toBe(true);
-    const wrongCa = encodeMessage(Messages.registerRequest, { schema: MESSAGE_SCHEMA_VERSION, cluster: { name: fifth, labels: {}, server: cluster(0).server, caPem: `${cluster(0).caPem}\n` } });
+    const wrongCluster = { name: fifth, labels: {}, server: cluster(0).server, caPem: `${cluster(0).caPem}\n` };
+    const wrongCa = encodeMessage(Messages.registerRequest, { schema: MESSAGE_SCHEMA_VERSION, cluster: wrongCluster });
     for (const request of [renewal, wrongCa]) {
       await eventually(async () => expect(JSON.parse(await ask(copy, Subjects.registerAs(fifth), request))).toMatchObject({ ok: false, error: expect.stringMatching(/no key is bound since it was removed/u) }));
     }
     expect((await kv.clusters.get(Keys.cluster(fifth)))?.operation).not.toBe('PUT');
-    // Once a token has bound a key, the copy, still valid, can register the cluster under its own subject (no key
-    // proves who sends there: see Limitations), here with another CA, ...
+    // Its token exchanged again (a new key bound), the copy, still valid, changes no record: what it sends under the
+    // cluster's subject is not signed with the bound key, unsigned or signed with its own.
     await exchange(await bootstrapHolder(), fifth);
-    expect(await ask(copy, Subjects.registerAs(fifth), wrongCa)).toContain('"ok":true');
-    // The agent starts with its token (a new key): its key is bound and it re-points the cluster as itself.
+    const signedByCopy = (): MsgHdrs => {
+      const h = headers();
+      h.set(PROOF_HEADER, proveRegistration(stolen.key.seed, wrongCluster, new Date()));
+      return h;
+    };
+    const refusedUnsigned = /changes only when the request is signed with the key its bootstrap token was last exchanged for/u;
+    const copyRepoints = async (): Promise<void> => {
+      for (const signed of [undefined, signedByCopy()]) {
+        expect(JSON.parse(await ask(copy, Subjects.registerAs(fifth), wrongCa, signed))).toMatchObject({ ok: false, error: expect.stringMatching(refusedUnsigned) });
+      }
+    };
+    await copyRepoints();
+    // A record that names another CA (as after the API server's CA rotated): the agent starts with its token (a new key
+    // again), which re-points nothing, then re-points the cluster as itself, signed with the key it just bound.
+    const staleAt = '2020-01-01T00:00:00.000Z';
+    const stale: ClusterRecord = { schema: MESSAGE_SCHEMA_VERSION, cluster: wrongCluster, registeredAt: staleAt, updatedAt: staleAt };
+    await kv.clusters.put(Keys.cluster(fifth), encodeMessage(Messages.clusterRecord, stale));
+    await eventually(() => expect(hub.status().clusters.find((c) => c.name === fifth)?.registeredAt).toBe(staleAt));
     const fifthAgent = await runAgent({ registryName: fifth, bed: cluster(0), nats: nats.nats, webhook: undefined });
     try {
-      await eventually(async () => expect((JSON.parse((await kv.clusters.get(Keys.cluster(fifth)))!.string()) as ClusterRecord).cluster.caPem).toBe(cluster(0).caPem));
+      const caPem = async (): Promise<string> => (JSON.parse((await kv.clusters.get(Keys.cluster(fifth)))!.string()) as ClusterRecord).cluster.caPem;
+      await eventually(async () => expect(await caPem()).toBe(cluster(0).caPem));
+      await copyRepoints();
       expect(JSON.parse(await ask(copy, Subjects.registerAs(fifth), renewal))).toMatchObject({ ok: false, error: expect.stringMatching(/only the key its bootstrap token was last exchanged for/u) });
+      expect(await caPem()).toBe(cluster(0).caPem);
     } finally {
       await fifthAgent.stop();
     }
