@@ -380,7 +380,8 @@ class AgentLoop {
   }
 
   private publishReport(report: ClusterReport): void {
-    publishMessage(this.link, Subjects.report(this.options.cluster), Messages.clusterReport, report);
+    // Signed: the hub counts the cluster's reports only from the key its token was bound to, not a copy of its identity.
+    publishMessage(this.link, Subjects.report(this.options.cluster), Messages.clusterReport, report, this.registered.proofKey);
     this.metrics.reportsSent.inc();
   }
 

@@ -1,16 +1,15 @@
 import type { Logger } from 'pino';
-import { RegistrationError } from '../errors.js';
-import { jwtAuthenticator } from '@nats-io/transport-node';
+import { CtrlmeshError, ErrorCodes, RegistrationError } from '../errors.js';
+import { jwtAuthenticator, type Authenticator } from '@nats-io/transport-node';
 import { deadline } from '../runtime/index.js';
 import { decodeJwt, newUserKey } from '../transport/auth/index.js';
 import {
   MESSAGE_SCHEMA_VERSION,
   Messages,
-  PROOF_HEADER,
   Subjects,
   connectNats,
-  proveRegistration,
   requestMessage,
+  signableNonce,
   type ClusterIdentity,
   type NatsClientConfig,
   type NatsLink,
@@ -23,7 +22,10 @@ interface RegisterOptions {
   /** With a token: the bootstrap exchange on `ctrlmesh.register`; without: under the cluster's own identity. */
   token?: string;
   publicKey?: string;
-  /** The agent's own key, which signs what it registers under its own identity (`proveRegistration`). */
+  /**
+   * The agent's own key (an nkey seed), which signs the request (message-proof.ts): with a token, to prove it holds
+   * the key it asks to bind; under its own identity, to prove it is the agent and not a copy of its identity.
+   */
   seed?: Uint8Array;
   logger: Logger;
   signal: AbortSignal;
@@ -50,8 +52,7 @@ export async function registerCluster(options: RegisterOptions): Promise<Registe
           ...(options.token !== undefined ? { token: options.token } : {}),
           ...(options.publicKey ? { publicKey: options.publicKey } : {}),
         },
-        // Signed at each attempt: a proof holds only for minutes.
-        ...(options.seed && options.token === undefined ? { headers: { [PROOF_HEADER]: proveRegistration(options.seed, options.identity, new Date()) } } : {}),
+        proofKey: options.seed,
         timeoutMs: 3_000,
         logger: options.logger,
       });
@@ -73,6 +74,8 @@ export interface RegisteredLink {
   link: NatsLink;
   /** True when the hub minted the agent an identity of its own (the link uses it). */
   ownIdentity: boolean;
+  /** The key the agent signs what it publishes with (its reports), when it has an identity of its own. */
+  proofKey?: Uint8Array;
   reregister(signal: AbortSignal): Promise<void>;
 }
 
@@ -96,7 +99,7 @@ export async function connectAndRegister(options: {
   const key = newUserKey();
   let reply: RegisterReply;
   try {
-    reply = await registerCluster({ link: bootstrap, identity, token: options.token, publicKey: key.publicKey, logger, signal: options.signal });
+    reply = await registerCluster({ link: bootstrap, identity, token: options.token, publicKey: key.publicKey, seed: key.seed, logger, signal: options.signal });
   } catch (err) {
     await bootstrap.close();
     throw err;
@@ -114,12 +117,12 @@ export async function connectAndRegister(options: {
   const link = await connectNats({
     config: { ...options.nats, credentials: { kind: 'jwt', jwt, seed: key.seed } },
     // Every (re)connection presents the latest JWT: the server closes the connection when the one it holds expires.
-    authenticator: jwtAuthenticator(() => jwt, key.seed),
+    authenticator: proofSafeAuthenticator(jwtAuthenticator(() => jwt, key.seed)),
     name,
     logger,
   });
   // Once as itself, signed with its key (idempotent): a token binds its key but does not re-point a registered
-  // cluster to a new server or CA; the cluster's own identity, proven by the bound key, does.
+  // cluster to a new server or CA; the cluster's own identity, signing with the bound key, does.
   try {
     await registerCluster({ link, identity, seed: key.seed, logger, signal: options.signal });
   } catch (err) {
@@ -146,7 +149,7 @@ export async function connectAndRegister(options: {
         tokenLink = undefined;
         throw err;
       });
-      const renewed = await registerCluster({ link: await tokenLink, identity, token: options.token, publicKey: key.publicKey, logger, signal });
+      const renewed = await registerCluster({ link: await tokenLink, identity, token: options.token, publicKey: key.publicKey, seed: key.seed, logger, signal });
       closeTokenLink();
       return renewed.jwt;
     },
@@ -164,7 +167,16 @@ export async function connectAndRegister(options: {
   return {
     link,
     ownIdentity: true,
+    proofKey: key.seed,
     reregister: async (signal) => void (await registerCluster({ link, identity, seed: key.seed, logger, signal })),
+  };
+}
+
+/** Signs only nonces that look like a nats-server's: the same key signs the agent's proofs (message-proof.ts). */
+function proofSafeAuthenticator(inner: Authenticator): Authenticator {
+  return (nonce) => {
+    if (!signableNonce(nonce)) throw new CtrlmeshError(ErrorCodes.NATS, 'the NATS server sent a login nonce unlike a nats-server\'s: not signed with the agent\'s key');
+    return inner(nonce);
   };
 }
 

@@ -10,7 +10,7 @@ import {
   Subjects,
   encodeMessage,
   peerDrops,
-  registrationProven,
+  messageProven,
   replyInboxKey,
   respondMessage,
   sameReport,
@@ -95,6 +95,10 @@ export function createLeaderDuties(options: LeaderDutiesOptions): LeaderDuties {
     }
   };
 
+  /** Whether `msg` is signed, just now, with `publicKey` (message-proof.ts). */
+  const proven = (publicKey: string | undefined, msg: Msg): boolean =>
+    publicKey !== undefined && messageProven(publicKey, msg.subject, msg.data, msg.headers?.get(PROOF_HEADER), new Date(now()));
+
   const register = async (request: RegisterRequest, channel: RegistrationChannel, msg: Msg): Promise<void> => {
     if (!options.loaded()) return;
     const name = request.cluster.name;
@@ -108,7 +112,7 @@ export function createLeaderDuties(options: LeaderDutiesOptions): LeaderDuties {
       requesterKey: replyInboxKey(msg.reply),
       binding,
       mints: issuer !== undefined && request.publicKey !== undefined,
-      proven: binding?.publicKey !== undefined && registrationProven(binding.publicKey, request.cluster, msg.headers?.get(PROOF_HEADER), new Date(now())),
+      proven: proven(channel === 'identity' ? (binding?.publicKey ?? request.publicKey) : request.publicKey, msg),
       now: new Date(now()),
     });
     if (decision.write === 'put') {
@@ -128,7 +132,7 @@ export function createLeaderDuties(options: LeaderDutiesOptions): LeaderDuties {
     if (issuer && mintFor !== undefined) {
       // Bound before the identity is minted: a renewal that follows at once is judged against this key.
       if (decision.bind !== undefined) {
-        const bound: AgentKey = { schema: MESSAGE_SCHEMA_VERSION, cluster: name, publicKey: decision.bind, boundAt: new Date(now()).toISOString() };
+        const bound: AgentKey = { schema: MESSAGE_SCHEMA_VERSION, cluster: name, ...decision.bind, boundAt: new Date(now()).toISOString() };
         await buckets.state.put(Keys.agentKey(name), encodeMessage(Messages.agentKey, bound));
         fleet.recordAgentKey(bound);
       }
@@ -143,8 +147,9 @@ export function createLeaderDuties(options: LeaderDutiesOptions): LeaderDuties {
     respondMessage(msg, Messages.registerReply, { ...decision.reply, ...(jwt ? { jwt } : {}) });
   };
 
-  const storeReport = async (report: ClusterReport, subject: string): Promise<void> => {
+  const storeReport = async (report: ClusterReport, msg: Msg): Promise<void> => {
     if (!options.loaded()) return;
+    const { subject } = msg;
     if (subject !== Subjects.report(report.cluster)) {
       peerDrops.warn(logger, `report on ${subject}`, { subject, cluster: report.cluster }, 'dropped a report whose cluster does not match its subject');
       return;
@@ -153,6 +158,12 @@ export function createLeaderDuties(options: LeaderDutiesOptions): LeaderDuties {
       // A removed cluster's agent reports until it is stopped: expected, so not a warning each time.
       if (fleet.removed.has(report.cluster)) logger.debug({ cluster: report.cluster }, 'dropped a report from a removed cluster');
       else peerDrops.warn(logger, `report unregistered ${subject}`, { cluster: report.cluster }, 'dropped a report from an unregistered cluster');
+      return;
+    }
+    // A copy of the cluster's identity could otherwise report for it: pods (webhook endpoints), namespaces, configs.
+    const binding = fleet.agentKeys.get(report.cluster);
+    if (binding?.signs === true && !proven(binding.publicKey, msg)) {
+      peerDrops.warn(logger, `report unsigned ${subject}`, { cluster: report.cluster }, "dropped a report not signed with the key the cluster's token was last bound to");
       return;
     }
     const refused = reportProblem(report, options.fleetHash);
@@ -201,7 +212,7 @@ export function createLeaderDuties(options: LeaderDutiesOptions): LeaderDuties {
           subject: Subjects.reportAll,
           kind: Messages.clusterReport,
           logger,
-          handler: (report, msg) => storeReport(report, msg.subject),
+          handler: (report, msg) => storeReport(report, msg),
         }),
       );
     },

@@ -2,7 +2,6 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import {
   Buckets,
   MESSAGE_SCHEMA_VERSION,
-  canonicalCluster,
   endpointProblem,
   type AgentKey,
   type ClusterRecord,
@@ -37,7 +36,7 @@ export type RegistrationDecision = (
   | { reply: RegisterReply; write: 'put'; record: ClusterRecord }
 ) & {
   /** The key to bind the cluster's agent to (store as its agentkey) before minting an identity for it. */
-  bind?: string;
+  bind?: { publicKey: string; signs: boolean };
 };
 
 const refuse = (error: string): RegistrationDecision => ({ write: 'none', reply: { schema: MESSAGE_SCHEMA_VERSION, ok: false, error } });
@@ -68,7 +67,10 @@ export function decideRegistration(options: {
   binding: AgentKey | undefined;
   /** Whether the hub mints identities (`--agent-issuer`) and the request names a key to mint one for. */
   mints: boolean;
-  /** Whether the request is signed, just now, with the bound key (`registrationProven`). */
+  /**
+   * Whether the request is signed, just now, with the key that counts (`messageProven`): under the cluster's own
+   * identity the bound key (the request's, when none is bound); with a token, the key it asks to bind.
+   */
   proven: boolean;
   now: Date;
 }): RegistrationDecision {
@@ -104,7 +106,7 @@ export function decideRegistration(options: {
   if (problem) return refuse(`registration of cluster "${name}" refused: ${problem}`);
   // The token binds the key it is exchanged for; with no key stored yet (an agent registered by an earlier version,
   // or the state bucket lost), the first renewal binds its own.
-  const bind = request.publicKey !== undefined && request.publicKey !== options.binding?.publicKey ? { bind: request.publicKey } : {};
+  const bind = request.publicKey !== undefined && request.publicKey !== options.binding?.publicKey ? { bind: { publicKey: request.publicKey, signs: options.proven } } : {};
   const ok: RegisterReply = { schema: MESSAGE_SCHEMA_VERSION, ok: true };
   const moved = existing && (existing.cluster.server !== request.cluster.server || existing.cluster.caPem !== request.cluster.caPem);
   // A token re-points nothing itself, but still binds and mints its key: the agent then re-points the cluster under
@@ -123,7 +125,7 @@ export function decideRegistration(options: {
   const cluster = labels === undefined ? request.cluster : { ...request.cluster, labels: { ...labels } };
   if (existing && sameIdentity(existing.cluster, cluster)) return { write: 'none', reply: ok, ...bind };
   // Every copy of the cluster's identity may send here; only the agent holds the bound key (attacker probe, session 23).
-  if (options.channel === 'identity' && options.binding?.publicKey !== undefined && !options.proven) {
+  if (options.channel === 'identity' && options.binding?.publicKey !== undefined && options.binding.signs === true && !options.proven) {
     return refuse(
       `registration of cluster "${name}" refused: under its own identity, its record changes only when the request is signed with the key its bootstrap token was last exchanged for; restart its agent (with its --token-file)`,
     );
@@ -138,5 +140,9 @@ export function decideRegistration(options: {
 }
 
 function sameIdentity(a: ClusterRecord['cluster'], b: ClusterRecord['cluster']): boolean {
-  return JSON.stringify(canonicalCluster(a)) === JSON.stringify(canonicalCluster(b));
+  return JSON.stringify(canonical(a)) === JSON.stringify(canonical(b));
+}
+
+function canonical(c: ClusterRecord['cluster']): unknown {
+  return { ...c, labels: Object.fromEntries(Object.entries(c.labels).sort(([x], [y]) => (x < y ? -1 : 1))) };
 }

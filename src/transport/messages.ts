@@ -74,7 +74,18 @@ export const ClusterRemovalSchema = Type.Object({ schema: version, cluster: name
  * the ClusterRecord, so that hubs of earlier versions (which refuse unknown fields) read the registry as before.
  */
 export const AgentKeySchema = Type.Object(
-  { schema: version, cluster: name, publicKey: Type.Optional(userKey), boundAt: timestamp },
+  {
+    schema: version,
+    cluster: name,
+    publicKey: Type.Optional(userKey),
+    /**
+     * Whether the agent proved it holds the key when it was bound (it signed that request, message-proof.ts): then
+     * what the cluster's identity sends (registrations that change the record, reports) counts only signed with it.
+     * An agent of an earlier version signs nothing, and its messages count unsigned.
+     */
+    signs: Type.Optional(Type.Boolean()),
+    boundAt: timestamp,
+  },
   { additionalProperties: false },
 );
 

@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import { CtrlmeshError, ErrorCodes } from '../errors.js';
 import { LogThrottle } from '../runtime/index.js';
 import { decodeMessage, encodeMessage, receiveMessage } from './codec.js';
+import { PROOF_HEADER, proveMessage } from './message-proof.js';
 import type { NatsLink } from './connection.js';
 import type { MessageKind } from './messages.js';
 
@@ -85,8 +86,16 @@ export function subscribeMessages<S extends TSchema>(options: SubscribeOptions<S
   });
 }
 
-export function publishMessage<S extends TSchema>(link: NatsLink, subject: string, kind: MessageKind<S>, value: Static<S>): void {
-  link.nc.publish(subject, encodeMessage(kind, value));
+/** Publishes a validated message; with `proofKey` (an nkey seed), signed with it (PROOF_HEADER). */
+export function publishMessage<S extends TSchema>(link: NatsLink, subject: string, kind: MessageKind<S>, value: Static<S>, proofKey?: Uint8Array): void {
+  const data = encodeMessage(kind, value);
+  link.nc.publish(subject, data, proofKey ? { headers: proofHeaders(proofKey, subject, data) } : {});
+}
+
+function proofHeaders(seed: Uint8Array, subject: string, data: Uint8Array): MsgHdrs {
+  const h = headers();
+  h.set(PROOF_HEADER, proveMessage(seed, subject, data, new Date()));
+  return h;
 }
 
 export interface RequestOptions<Q extends TSchema, R extends TSchema> {
@@ -95,25 +104,20 @@ export interface RequestOptions<Q extends TSchema, R extends TSchema> {
   request: MessageKind<Q>;
   reply: MessageKind<R>;
   value: Static<Q>;
-  /** NATS headers sent with the request (a registration's proof). */
-  headers?: Readonly<Record<string, string>>;
+  /** An nkey seed that signs the request (PROOF_HEADER), at each attempt. */
+  proofKey?: Uint8Array | undefined;
   timeoutMs: number;
   logger: Logger;
-}
-
-function natsHeaders(values: Readonly<Record<string, string>>): MsgHdrs {
-  const h = headers();
-  for (const [name, value] of Object.entries(values)) h.set(name, value);
-  return h;
 }
 
 /** A request whose reply is validated; no responder, a timeout or a malformed reply is a CtrlmeshError (NATS). */
 export async function requestMessage<Q extends TSchema, R extends TSchema>(options: RequestOptions<Q, R>): Promise<Static<R>> {
   let msg: Msg;
   try {
-    msg = await options.link.nc.request(options.subject, encodeMessage(options.request, options.value), {
+    const data = encodeMessage(options.request, options.value);
+    msg = await options.link.nc.request(options.subject, data, {
       timeout: options.timeoutMs,
-      ...(options.headers ? { headers: natsHeaders(options.headers) } : {}),
+      ...(options.proofKey ? { headers: proofHeaders(options.proofKey, options.subject, data) } : {}),
     });
   } catch (err) {
     throw new CtrlmeshError(ErrorCodes.NATS, `no answer on ${options.subject}: ${(err as Error).message} (is the hub running?)`, {

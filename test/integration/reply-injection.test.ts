@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AgentHandle } from '../../src/agent/index.js';
 import { readmitCluster, removeCluster } from '../../src/hub/cluster-removal.js';
 import { startHub, type HubHandle } from '../../src/hub/index.js';
-import { Buckets, DROP_LOG_INTERVAL_MS, Keys, MESSAGE_SCHEMA_VERSION, Messages, Subjects, encodeMessage, inboxPrefixFor, natsConnectionOptions, PROOF_HEADER, proveRegistration, type ClusterRecord, type NatsClientConfig, type RegisterRequest } from '../../src/transport/index.js';
+import { Buckets, DROP_LOG_INTERVAL_MS, Keys, MESSAGE_SCHEMA_VERSION, Messages, Subjects, encodeMessage, inboxPrefixFor, natsConnectionOptions, PROOF_HEADER, proveMessage, type ClusterRecord, type ClusterReport, type NatsClientConfig, type RegisterRequest } from '../../src/transport/index.js';
 import { newUserKey, type Role } from '../../src/transport/auth/index.js';
 import { natsClientConfig } from '../../src/dev/index.js';
 import { TOKEN, bootstrapTokens, eventually, hubOptions, observe, privateNats, proxyNatsConfig, runAgent, runHub } from './control-fixture.js';
@@ -61,6 +61,12 @@ describe('the hub answers requests on inboxes only', () => {
     `$KV.${Buckets.hub}.${Keys.leader}`,
   ];
 
+  /** The headers of a message signed with `seed` (message-proof.ts). */
+  const signedBy = (seed: Uint8Array, subject: string, data: Uint8Array): MsgHdrs => {
+    const h = headers();
+    h.set(PROOF_HEADER, proveMessage(seed, subject, data, new Date()));
+    return h;
+  };
   /** A hub started afresh, accepting the tokens of `clusters`, once it leads. */
   const restartHub = async (identity: string, ...clusters: string[]): Promise<void> => {
     await hub.stop();
@@ -77,7 +83,9 @@ describe('the hub answers requests on inboxes only', () => {
   /** The agent's token exchange for a key of its own; `connectAs` connects with the identity minted for it. */
   const exchange = async (holder: { boot: NatsConnection; config: NatsClientConfig }, name: string): Promise<{ key: ReturnType<typeof newUserKey>; connectAs(): Promise<NatsConnection> }> => {
     const key = newUserKey();
-    const reply = JSON.parse(await ask(holder.boot, Subjects.register, registration(name, { token: TOKEN, publicKey: key.publicKey }))) as { ok: boolean; jwt?: string };
+    // Signed with the key it asks to bind, as the agent signs it: the hub then counts only what that key signs.
+    const request = registration(name, { token: TOKEN, publicKey: key.publicKey });
+    const reply = JSON.parse(await ask(holder.boot, Subjects.register, request, signedBy(key.seed, Subjects.register, request))) as { ok: boolean; jwt?: string };
     expect(reply).toMatchObject({ ok: true, jwt: expect.any(String) });
     return {
       key,
@@ -205,14 +213,9 @@ describe('the hub answers requests on inboxes only', () => {
     // Its token exchanged again (a new key bound), the copy, still valid, changes no record: what it sends under the
     // cluster's subject is not signed with the bound key, unsigned or signed with its own.
     await exchange(await bootstrapHolder(), fifth);
-    const signedByCopy = (): MsgHdrs => {
-      const h = headers();
-      h.set(PROOF_HEADER, proveRegistration(stolen.key.seed, wrongCluster, new Date()));
-      return h;
-    };
     const refusedUnsigned = /changes only when the request is signed with the key its bootstrap token was last exchanged for/u;
     const copyRepoints = async (): Promise<void> => {
-      for (const signed of [undefined, signedByCopy()]) {
+      for (const signed of [undefined, signedBy(stolen.key.seed, Subjects.registerAs(fifth), wrongCa)]) {
         expect(JSON.parse(await ask(copy, Subjects.registerAs(fifth), wrongCa, signed))).toMatchObject({ ok: false, error: expect.stringMatching(refusedUnsigned) });
       }
     };
@@ -230,6 +233,17 @@ describe('the hub answers requests on inboxes only', () => {
       await copyRepoints();
       expect(JSON.parse(await ask(copy, Subjects.registerAs(fifth), renewal))).toMatchObject({ ok: false, error: expect.stringMatching(/only the key its bootstrap token was last exchanged for/u) });
       expect(await caPem()).toBe(cluster(0).caPem);
+      // Nor does the copy report for the cluster, unsigned or signed with its own key: the agent's report stays.
+      const stored = async (): Promise<string | undefined> => (await kv.state.get(Keys.report(fifth)))?.string();
+      await eventually(async () => expect(await stored()).toBeDefined());
+      const real = JSON.parse((await stored())!) as ClusterReport;
+      const forged = encodeMessage(Messages.clusterReport, { ...real, sentAt: new Date().toISOString(), namespaces: [...real.namespaces, { name: 'forged-by-copy', labels: {} }] });
+      const written = await writtenDuring(async () => {
+        copy.publish(Subjects.report(fifth), forged);
+        copy.publish(Subjects.report(fifth), forged, { headers: signedBy(stolen.key.seed, Subjects.report(fifth), forged) });
+        await copy.flush();
+      });
+      expect(written.filter((w) => w.includes('forged-by-copy'))).toEqual([]);
     } finally {
       await fifthAgent.stop();
     }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { decideRegistration, tokenAccepted, type BootstrapToken } from '../../../src/hub/registration.js';
+import { decideRegistration, tokenAccepted, type BootstrapToken, type RegistrationDecision } from '../../../src/hub/registration.js';
 import { MESSAGE_SCHEMA_VERSION, type AgentKey, type RegisterRequest } from '../../../src/transport/index.js';
 
 const PEM = '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n';
@@ -13,7 +13,7 @@ const tokens: BootstrapToken[] = [
   { cluster: 'b', token: 'secret-of-b' },
 ];
 const now = new Date('2026-01-01T00:00:00Z');
-const bound = (publicKey?: string): AgentKey => ({ schema: MESSAGE_SCHEMA_VERSION, cluster: 'a', ...(publicKey ? { publicKey } : {}), boundAt: now.toISOString() });
+const bound = (publicKey?: string, signs = true): AgentKey => ({ schema: MESSAGE_SCHEMA_VERSION, cluster: 'a', ...(publicKey ? { publicKey, signs } : {}), boundAt: now.toISOString() });
 const later = new Date('2026-01-02T00:00:00Z');
 const elsewhere = { ...request, cluster: { ...request.cluster, server: 'https://127.0.0.1:2' } };
 
@@ -51,7 +51,7 @@ describe('registration', () => {
     const next = `U${'C'.repeat(55)}`;
     // The token binds the key it is exchanged for, whoever asks (the shared bootstrap identity does).
     const exchanged = decideRegistration({ request: { ...request, publicKey: key }, channel: 'bootstrap', tokens, existing: undefined, removed: false, requesterKey: bootstrapKey, binding: undefined, mints: false, proven: false, now });
-    expect(exchanged).toMatchObject({ reply: { ok: true }, bind: key });
+    expect(exchanged).toMatchObject({ reply: { ok: true }, bind: { publicKey: key } });
     // Renewed for that key, binding nothing new.
     const renewal = { ...request, token: undefined, publicKey: key };
     const renewed = decideRegistration({ request: renewal, channel: 'identity', tokens, existing: undefined, removed: false, requesterKey: key, binding: bound(key), mints: true, proven: true, now });
@@ -71,11 +71,11 @@ describe('registration', () => {
         error: expect.stringMatching(/no key is bound since it was removed; restart its agent/u),
       });
     }
-    expect(decideRegistration({ request: { ...request, publicKey: key }, channel: 'bootstrap', tokens, existing: undefined, removed: false, requesterKey: bootstrapKey, binding: bound(), mints: true, proven: false, now })).toMatchObject({ reply: { ok: true }, bind: key });
+    expect(decideRegistration({ request: { ...request, publicKey: key }, channel: 'bootstrap', tokens, existing: undefined, removed: false, requesterKey: bootstrapKey, binding: bound(), mints: true, proven: false, now })).toMatchObject({ reply: { ok: true }, bind: { publicKey: key } });
     // With no key bound yet (registered by an earlier version), the first renewal binds its own.
-    expect(decideRegistration({ request: renewal, channel: 'identity', tokens, existing: undefined, removed: false, requesterKey: key, binding: undefined, mints: false, proven: false, now })).toMatchObject({ reply: { ok: true }, bind: key });
+    expect(decideRegistration({ request: renewal, channel: 'identity', tokens, existing: undefined, removed: false, requesterKey: key, binding: undefined, mints: false, proven: false, now })).toMatchObject({ reply: { ok: true }, bind: { publicKey: key } });
     // The token again (the agent restarted with a new key): the new key is bound.
-    expect(decideRegistration({ request: { ...request, publicKey: next }, channel: 'bootstrap', tokens, existing: undefined, removed: false, requesterKey: bootstrapKey, binding: bound(key), mints: true, proven: false, now })).toMatchObject({ bind: next });
+    expect(decideRegistration({ request: { ...request, publicKey: next }, channel: 'bootstrap', tokens, existing: undefined, removed: false, requesterKey: bootstrapKey, binding: bound(key), mints: true, proven: false, now })).toMatchObject({ bind: { publicKey: next } });
     // Without a key, nothing to bind (a re-registration after a reconnection, or a hub that mints nothing).
     expect(decideRegistration({ request: { ...request, token: undefined }, channel: 'identity', tokens, existing: undefined, removed: false, requesterKey: key, binding: bound(key), mints: true, proven: false, now }).bind).toBeUndefined();
   });
@@ -133,6 +133,13 @@ describe('registration', () => {
     expect(decideRegistration({ request: { ...request, token: undefined }, channel: 'identity', tokens, existing: first.record, removed: false, requesterKey: undefined, binding: bound(key), mints: false, proven: false, now: later })).toMatchObject({ write: 'none', reply: { ok: true } });
     const signed = decideRegistration({ request: moved, channel: 'identity', tokens, existing: first.record, removed: false, requesterKey: undefined, binding: bound(key), mints: false, proven: true, now: later });
     expect(signed.write === 'put' && signed.record.cluster.server).toBe('https://127.0.0.1:2');
+    // Bound for an agent of an earlier version (it proved nothing when bound, and signs nothing): as before.
+    const legacy = decideRegistration({ request: moved, channel: 'identity', tokens, existing: first.record, removed: false, requesterKey: undefined, binding: bound(key, false), mints: false, proven: false, now: later });
+    expect(legacy.write).toBe('put');
+    // The token binds a key and records whether the request proved it holds it.
+    const exchange = (proven: boolean): RegistrationDecision => decideRegistration({ request: { ...request, publicKey: key }, channel: 'bootstrap', tokens, existing: first.record, removed: false, requesterKey: undefined, binding: undefined, mints: true, proven, now: later });
+    expect(exchange(true).bind).toEqual({ publicKey: key, signs: true });
+    expect(exchange(false).bind).toEqual({ publicKey: key, signs: false });
   });
 
   it('re-points a registered cluster only under its own identity', () => {
@@ -145,7 +152,7 @@ describe('registration', () => {
     // identity. Refused, a record re-pointed by a copied identity would keep the agent's new key unbound for good.
     const key = `U${'A'.repeat(55)}`;
     const minted = decideRegistration({ request: { ...elsewhere, publicKey: key }, channel: 'bootstrap', tokens, existing: first.record, removed: false, requesterKey: undefined, binding: bound(`U${'B'.repeat(55)}`), mints: true, proven: false, now: later });
-    expect(minted).toEqual({ write: 'none', reply: { schema: MESSAGE_SCHEMA_VERSION, ok: true }, bind: key });
+    expect(minted).toEqual({ write: 'none', reply: { schema: MESSAGE_SCHEMA_VERSION, ok: true }, bind: { publicKey: key, signs: false } });
     const { token: _token, ...withoutToken } = elsewhere;
     const byIdentity = decideRegistration({ request: withoutToken, channel: 'identity', tokens, existing: first.record, removed: false, requesterKey: undefined, binding: undefined, mints: false, proven: false, now: later });
     expect(byIdentity.write === 'put' && byIdentity.record.cluster.server).toBe('https://127.0.0.1:2');

@@ -1,0 +1,53 @@
+import { ed25519Signer, ed25519Verify } from './ed25519.js';
+
+/**
+ * The NATS header that carries an agent's signature of a message with its own key. NATS proves which identity sent
+ * a message (its subject), not which key: every copy of an identity holds the same JWT, but only the agent holds the
+ * key its cluster's token was last bound to (attacker probes, session 23). A header rather than a field, so that
+ * hubs of an earlier version, which refuse unknown fields, still read the message.
+ */
+export const PROOF_HEADER = 'Ctrlmesh-Proof';
+
+/** How far a proof's time may lie from the receiver's: a proof replayed later than that proves nothing. */
+export const PROOF_SKEW_MS = 5 * 60_000;
+
+/** The header's value: the time it was signed (ISO 8601, ms) and the base64 ed25519 signature, one space between. */
+const PROOF = /^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z) ([A-Za-z0-9+/]{86}==)$/u;
+
+/**
+ * What is signed: the subject (a proof holds on no other), the time, and the message's exact bytes. It holds newlines,
+ * so no NATS login nonce the agent signs with the same key can be one (`loginNonceSigner`).
+ */
+const signed = (subject: string, signedAt: string, data: Uint8Array): Buffer =>
+  Buffer.concat([Buffer.from(`CtrlmeshProof\n${subject}\n${signedAt}\n`, 'utf8'), data]);
+
+/** Signs a message sent on `subject` with an nkey seed, at `now`: the value of PROOF_HEADER. */
+export function proveMessage(seed: Uint8Array, subject: string, data: Uint8Array, now: Date): string {
+  const signedAt = now.toISOString();
+  return `${signedAt} ${ed25519Signer(new TextDecoder().decode(seed)).sign(signed(subject, signedAt, data)).toString('base64')}`;
+}
+
+/** Whether `proof` (PROOF_HEADER's value) is `publicKey`'s signature of the message, made within PROOF_SKEW_MS of `now`. */
+export function messageProven(publicKey: string, subject: string, data: Uint8Array, proof: string | undefined, now: Date): boolean {
+  const parts = proof === undefined ? null : PROOF.exec(proof);
+  // A time that is no date (month 13) parses as NaN, which no comparison rejects (attacker probe, session 23).
+  const signedAt = parts ? Date.parse(parts[1]!) : Number.NaN;
+  if (!parts || !Number.isFinite(signedAt) || new Date(signedAt).toISOString() !== parts[1] || Math.abs(signedAt - now.getTime()) > PROOF_SKEW_MS) return false;
+  try {
+    return ed25519Verify(publicKey, signed(subject, parts[1]!, data), Buffer.from(parts[2]!, 'base64'));
+  } catch {
+    return false;
+  }
+}
+
+/** A login nonce as nats-server makes them: base64url, short, no newline. */
+const NONCE = /^[A-Za-z0-9_-]{1,64}$/u;
+
+/**
+ * Whether a NATS server's login nonce may be signed with a key that also signs proofs: a server the agent is made to
+ * connect to (advertised, or in the middle) could otherwise send a proof's text as its nonce and have it signed
+ * (attacker probe, session 23).
+ */
+export function signableNonce(nonce: string | undefined): boolean {
+  return nonce === undefined || NONCE.test(nonce);
+}
