@@ -10,7 +10,7 @@ import {
   Subjects,
   encodeMessage,
   peerDrops,
-  messageProven,
+  messageProvenAt,
   replyInboxKey,
   respondMessage,
   sameReport,
@@ -95,9 +95,14 @@ export function createLeaderDuties(options: LeaderDutiesOptions): LeaderDuties {
     }
   };
 
-  /** Whether `msg` is signed, just now, with `publicKey` (message-proof.ts). */
-  const proven = (publicKey: string | undefined, msg: Msg): boolean =>
-    publicKey !== undefined && messageProven(publicKey, msg.subject, msg.data, msg.headers?.get(PROOF_HEADER), new Date(now()));
+  /** When `msg` was signed with `publicKey`, if just now (message-proof.ts). */
+  const provenAt = (publicKey: string | undefined, msg: Msg): number | undefined =>
+    publicKey === undefined ? undefined : messageProvenAt(publicKey, msg.subject, msg.data, msg.headers?.get(PROOF_HEADER), new Date(now()));
+  /**
+   * The signing time of each cluster's last report taken: one signed earlier is a replay (its proof holds for minutes)
+   * and would roll the stored report back. Kept by this leader alone: a new leader starts afresh.
+   */
+  const reportSignedAt = new Map<string, number>();
 
   const register = async (request: RegisterRequest, channel: RegistrationChannel, msg: Msg): Promise<void> => {
     if (!options.loaded()) return;
@@ -112,7 +117,7 @@ export function createLeaderDuties(options: LeaderDutiesOptions): LeaderDuties {
       requesterKey: replyInboxKey(msg.reply),
       binding,
       mints: issuer !== undefined && request.publicKey !== undefined,
-      proven: proven(channel === 'identity' ? (binding?.publicKey ?? request.publicKey) : request.publicKey, msg),
+      proven: provenAt(channel === 'identity' ? (binding?.publicKey ?? request.publicKey) : request.publicKey, msg) !== undefined,
       now: new Date(now()),
     });
     if (decision.write === 'put') {
@@ -162,9 +167,17 @@ export function createLeaderDuties(options: LeaderDutiesOptions): LeaderDuties {
     }
     // A copy of the cluster's identity could otherwise report for it: pods (webhook endpoints), namespaces, configs.
     const binding = fleet.agentKeys.get(report.cluster);
-    if (binding?.signs === true && !proven(binding.publicKey, msg)) {
-      peerDrops.warn(logger, `report unsigned ${subject}`, { cluster: report.cluster }, "dropped a report not signed with the key the cluster's token was last bound to");
-      return;
+    if (binding?.signs === true) {
+      const signedAt = provenAt(binding.publicKey, msg);
+      if (signedAt === undefined) {
+        peerDrops.warn(logger, `report unsigned ${subject}`, { cluster: report.cluster }, "dropped a report not signed with the key the cluster's token was last bound to");
+        return;
+      }
+      if (signedAt <= (reportSignedAt.get(report.cluster) ?? -Infinity)) {
+        peerDrops.warn(logger, `report replayed ${subject}`, { cluster: report.cluster }, 'dropped a report signed no later than the last one taken');
+        return;
+      }
+      reportSignedAt.set(report.cluster, signedAt);
     }
     const refused = reportProblem(report, options.fleetHash);
     if (refused !== undefined) {

@@ -56,4 +56,4 @@ export {
   watchStoredAcks,
   type AckRule,
 } from './routes.js';
-export { PROOF_HEADER, PROOF_SKEW_MS, messageProven, proveMessage, signableNonce } from './message-proof.js';
+export { PROOF_HEADER, PROOF_SKEW_MS, messageProvenAt, proveMessage, signableNonce } from './message-proof.js';

@@ -27,16 +27,19 @@ export function proveMessage(seed: Uint8Array, subject: string, data: Uint8Array
   return `${signedAt} ${ed25519Signer(new TextDecoder().decode(seed)).sign(signed(subject, signedAt, data)).toString('base64')}`;
 }
 
-/** Whether `proof` (PROOF_HEADER's value) is `publicKey`'s signature of the message, made within PROOF_SKEW_MS of `now`. */
-export function messageProven(publicKey: string, subject: string, data: Uint8Array, proof: string | undefined, now: Date): boolean {
+/**
+ * When the message was signed (ms), if `proof` (PROOF_HEADER's value) is `publicKey`'s signature of it made within
+ * PROOF_SKEW_MS of `now`; undefined otherwise. The time lets a receiver refuse a replayed message older than the last.
+ */
+export function messageProvenAt(publicKey: string, subject: string, data: Uint8Array, proof: string | undefined, now: Date): number | undefined {
   const parts = proof === undefined ? null : PROOF.exec(proof);
   // A time that is no date (month 13) parses as NaN, which no comparison rejects (attacker probe, session 23).
   const signedAt = parts ? Date.parse(parts[1]!) : Number.NaN;
-  if (!parts || !Number.isFinite(signedAt) || new Date(signedAt).toISOString() !== parts[1] || Math.abs(signedAt - now.getTime()) > PROOF_SKEW_MS) return false;
+  if (!parts || !Number.isFinite(signedAt) || new Date(signedAt).toISOString() !== parts[1] || Math.abs(signedAt - now.getTime()) > PROOF_SKEW_MS) return undefined;
   try {
-    return ed25519Verify(publicKey, signed(subject, parts[1]!, data), Buffer.from(parts[2]!, 'base64'));
+    return ed25519Verify(publicKey, signed(subject, parts[1]!, data), Buffer.from(parts[2]!, 'base64')) ? signedAt : undefined;
   } catch {
-    return false;
+    return undefined;
   }
 }
 

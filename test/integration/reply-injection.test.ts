@@ -28,6 +28,7 @@ describe('the hub answers requests on inboxes only', () => {
   let observer: NatsConnection;
   let kv: { clusters: KV; state: KV; hub: KV };
   const clients: NatsConnection[] = [];
+  let template: ClusterReport;
 
   const as = async (role: Role): Promise<NatsConnection> => {
     const nc = await connect({ ...natsConnectionOptions(await natsClientConfig(nats.nats, role)), maxReconnectAttempts: 0 });
@@ -105,6 +106,8 @@ describe('the hub answers requests on inboxes only', () => {
     const kvm = new Kvm(observer);
     kv = { clusters: await kvm.open(Buckets.clusters), state: await kvm.open(Buckets.state), hub: await kvm.open(Buckets.hub) };
     await eventually(() => expect(hub.status().clusters.find((c) => c.name === a)?.health).toBe('Ready'), 30_000);
+    // A real agent's report, to forge others from (a is removed later, and its report with it).
+    template = JSON.parse((await eventually(async () => (await kv.state.get(Keys.report(a)))!.string(), 30_000))) as ClusterReport;
   }, 120_000);
 
   afterAll(async () => {
@@ -212,7 +215,7 @@ describe('the hub answers requests on inboxes only', () => {
     expect((await kv.clusters.get(Keys.cluster(fifth)))?.operation).not.toBe('PUT');
     // Its token exchanged again (a new key bound), the copy, still valid, changes no record: what it sends under the
     // cluster's subject is not signed with the bound key, unsigned or signed with its own.
-    await exchange(await bootstrapHolder(), fifth);
+    const bound = await exchange(await bootstrapHolder(), fifth);
     const refusedUnsigned = /changes only when the request is signed with the key its bootstrap token was last exchanged for/u;
     const copyRepoints = async (): Promise<void> => {
       for (const signed of [undefined, signedBy(stolen.key.seed, Subjects.registerAs(fifth), wrongCa)]) {
@@ -220,6 +223,24 @@ describe('the hub answers requests on inboxes only', () => {
       }
     };
     await copyRepoints();
+    // Reports signed with the bound key are taken in order; one replayed (its proof holds for minutes) rolls nothing back.
+    const report = (marker: string): Uint8Array =>
+      encodeMessage(Messages.clusterReport, { ...template, cluster: fifth, sentAt: new Date().toISOString(), namespaces: [{ name: marker, labels: {} }] });
+    const storedReport = async (): Promise<string | undefined> => (await kv.state.get(Keys.report(fifth)))?.string();
+    const first = report('first-report');
+    const firstSigned = signedBy(bound.key.seed, Subjects.report(fifth), first);
+    const own = await bound.connectAs();
+    own.publish(Subjects.report(fifth), first, { headers: firstSigned });
+    await eventually(async () => expect(await storedReport()).toContain('first-report'));
+    await pause(5);
+    const second = report('second-report');
+    own.publish(Subjects.report(fifth), second, { headers: signedBy(bound.key.seed, Subjects.report(fifth), second) });
+    await eventually(async () => expect(await storedReport()).toContain('second-report'));
+    const replayed = await writtenDuring(async () => {
+      copy.publish(Subjects.report(fifth), first, { headers: firstSigned });
+      await copy.flush();
+    });
+    expect(replayed.filter((w) => w.includes('first-report'))).toEqual([]);
     // A record that names another CA (as after the API server's CA rotated): the agent starts with its token (a new key
     // again), which re-points nothing, then re-points the cluster as itself, signed with the key it just bound.
     const staleAt = '2020-01-01T00:00:00.000Z';
