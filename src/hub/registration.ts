@@ -68,7 +68,7 @@ export function decideRegistration(options: {
   /** Whether the hub mints identities (`--agent-issuer`) and the request names a key to mint one for. */
   mints: boolean;
   /**
-   * Whether the request is signed, just now, with the key that counts (`messageProven`): under the cluster's own
+   * Whether the request is signed, just now, with the key that counts (`messageProvenAt`): under the cluster's own
    * identity the bound key (the request's, when none is bound); with a token, the key it asks to bind.
    */
   proven: boolean;
@@ -84,14 +84,14 @@ export function decideRegistration(options: {
       `registration of cluster "${name}" refused: the bootstrap token is not one the hub accepts for this cluster; check the agent's --token-file against the hub's "${name} TOKEN" line`,
     );
   }
-  // Minted only for the key whose inbox the answer goes to, and which the cluster's token was last exchanged for: a
-  // copied identity can mint neither for a key whose inbox its holder cannot read nor for the shared bootstrap key,
-  // whose inbox every bootstrap holder reads (attacker probes, session 22).
   // Removed and readmitted, the cluster speaks under its own identity again only once its token has bound a key: a
   // copy of the old identity, still valid, does not register it first (attacker probe, session 23).
   if (options.channel === 'identity' && options.binding !== undefined && options.binding.publicKey === undefined) {
     return refuse(`registration of cluster "${name}" refused: no key is bound since it was removed; restart its agent (with its --token-file) to bind a new key`);
   }
+  // Minted only for the key whose inbox the answer goes to, and which the cluster's token was last exchanged for: a
+  // copied identity can mint neither for a key whose inbox its holder cannot read nor for the shared bootstrap key,
+  // whose inbox every bootstrap holder reads (attacker probes, session 22).
   if (options.channel === 'identity' && request.publicKey !== undefined) {
     if (request.publicKey !== options.requesterKey) {
       return refuse(`registration of cluster "${name}" refused: under a cluster's own identity, an identity is minted only for that identity's key`);

@@ -2,8 +2,8 @@ import type { Logger } from 'pino';
 
 /**
  * Lets one log line through per key each interval and counts the others, so that a peer sending bad messages as fast
- * as it can fills no one's log. Keys are few and fixed by the caller (a message kind, a subscription), never taken
- * from what a peer sends; past `maxKeys` the oldest key is forgotten. Time is passed in.
+ * as it can fills no one's log. Keys are bounded by the caller (a cause and a subject the server's permissions tie
+ * to one sender), never chosen freely by a peer; past `maxKeys` the oldest key is forgotten. Time is passed in.
  */
 export class LogThrottle {
   readonly #last = new Map<string, { at: number; suppressed: number }>();

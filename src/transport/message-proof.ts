@@ -16,7 +16,7 @@ const PROOF = /^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z) ([A-Za-z0-9+/]{86}
 
 /**
  * What is signed: the subject (a proof holds on no other), the time, and the message's exact bytes. It holds newlines,
- * so no NATS login nonce the agent signs with the same key can be one (`loginNonceSigner`).
+ * so no NATS login nonce the agent signs with the same key can be one (`signableNonce`).
  */
 const signed = (subject: string, signedAt: string, data: Uint8Array): Buffer =>
   Buffer.concat([Buffer.from(`CtrlmeshProof\n${subject}\n${signedAt}\n`, 'utf8'), data]);
