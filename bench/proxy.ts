@@ -48,8 +48,11 @@ const WATCH_EVENT_UPDATES = 500;
 const WATCH_WRITERS = 8;
 /** Watches opened at once through each proxy, in MANY_WATCH_ROUNDS rounds; every wait for them is bounded. */
 export const MANY_WATCHES = 2000;
-/** Single storms ranged 0.77-1.25x kubectl proxy's time in one run: five rounds steady the median. */
-const MANY_WATCH_ROUNDS = 5;
+/**
+ * Single storms ranged 0.77-1.25x kubectl proxy's time in one run: five rounds steady the median. BENCH_PROXY_STORMS
+ * sets another count, to compare two builds whose difference is smaller than a storm's noise.
+ */
+const MANY_WATCH_ROUNDS = Math.max(1, Math.trunc(Number(process.env.BENCH_PROXY_STORMS ?? '5')) || 5);
 const MANY_WATCH_TIMEOUT_MS = 60_000;
 /** Sections of the proxy rows; BENCH_PROXY_ONLY=<section>[,<section>...] runs those alone. */
 const SECTIONS = ['get-list', 'decision', 'watch', 'list-5000', 'watch-events', 'watch-open', 'shard-selection'] as const;
@@ -760,11 +763,12 @@ async function proxyRows(progress: (message: string) => void, sections: Readonly
 
     progress('starting ctrlmesh proxy (built CLI)');
     await writeFile(join(dir, 'table.json'), JSON.stringify(routeTable(server, bucket)));
-    const startCtrlmesh = async (cli: string, name: string): Promise<{ child: ChildProcess; apiUrl: string }> => {
+    const startCtrlmesh = async (cli: string, name: string, nodeFlags: readonly string[] = []): Promise<{ child: ChildProcess; apiUrl: string }> => {
       const [apiPort, opsPort] = [await freePort(), await freePort()];
       const child = spawn(
         process.execPath,
         [
+          ...nodeFlags,
           '--expose-gc', '--import', pathToFileURL(GC_PROBE).href,
           ...cpuProfile('.'),
           cli, 'proxy', '--route-table', join(dir, 'table.json'), '--credentials', proxyKubeconfig, '--store', join(dir, `store-${name}.json`),
@@ -777,13 +781,14 @@ async function proxyRows(progress: (message: string) => void, sections: Readonly
       return { child, apiUrl: `http://127.0.0.1:${apiPort}` };
     };
     const { child: ctrlmesh, apiUrl } = await startCtrlmesh(CLI, 'current');
-    // BENCH_PROXY_BASELINE=<another checkout's dist/src/cli/main.js>[,<another>...]: those builds run beside this one,
-    // in the same rounds, named by their checkout's folder.
-    const baselineClis = (process.env.BENCH_PROXY_BASELINE ?? '').split(',').filter((cli) => cli !== '');
+    // BENCH_PROXY_BASELINE=<another checkout's dist/src/cli/main.js>[ <node flag>...][,<another>...]: those builds run
+    // beside this one, in the same rounds, named by their checkout's folder and the flags node runs them with.
+    const baselineClis = (process.env.BENCH_PROXY_BASELINE ?? '').split(',').filter((entry) => entry.trim() !== '');
     const baselines: { name: string; child: ChildProcess; apiUrl: string; workers?: boolean }[] = [];
-    for (const [i, cli] of baselineClis.entries()) {
-      const checkout = basename(resolve(dirname(cli), '../../..'));
-      baselines.push({ name: `ctrlmesh proxy (baseline build ${checkout})`, ...(await startCtrlmesh(cli, `baseline-${i}`)) });
+    for (const [i, entry] of baselineClis.entries()) {
+      const [cli, ...nodeFlags] = entry.trim().split(/\s+/u) as [string, ...string[]];
+      const checkout = [basename(resolve(dirname(cli), '../../..')), ...nodeFlags].join(' ');
+      baselines.push({ name: `ctrlmesh proxy (baseline build ${checkout})`, ...(await startCtrlmesh(cli, `baseline-${i}`, nodeFlags)) });
     }
     const workers = Number(process.env.BENCH_PROXY_WORKERS ?? '0');
     if (workers > 0) {

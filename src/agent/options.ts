@@ -1,6 +1,7 @@
 import { Type, type Static } from '@sinclair/typebox';
 import {
   checkOptions,
+  clusterNameProblem,
   labelKeyProblem,
   labelValueProblem,
   ListenAddressSchema,
@@ -94,9 +95,8 @@ export const AGENT_DEFAULTS = {
 /** Problems a user can fix, one sentence each naming the option; empty when the options are usable. */
 export function agentOptionProblems(options: AgentOptions): string[] {
   const problems: string[] = [];
-  if (!/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/.test(options.cluster) || options.cluster.length > 63) {
-    problems.push(`cluster "${options.cluster}" must be a lower-case DNS label (it names the cluster's subjects and shards)`);
-  }
+  const clusterProblem = clusterNameProblem(options.cluster);
+  if (clusterProblem) problems.push(clusterProblem);
   if (options.token.trim() === '') problems.push('the bootstrap token is empty: the token file must hold this cluster\'s token');
   for (const [key, value] of Object.entries(options.clusterLabels)) {
     const problem = labelKeyProblem(key) ?? labelValueProblem(value);

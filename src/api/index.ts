@@ -7,7 +7,7 @@ export {
   type LabelSelectorRequirement,
   type ResourceGroup,
 } from './label-selector.js';
-export { labelKeyProblem, labelValueProblem } from './label-syntax.js';
+export { clusterNameProblem, labelKeyProblem, labelValueProblem } from './label-syntax.js';
 export { parseManifests } from './manifest-text.js';
 export { DURATION_PATTERN, durationMs, formatDuration, parseDuration } from './duration.js';
 export { checkOptions, ListenAddressSchema, Millis, ReadonlyList, type ListenAddress, type OptionsResult } from './options.js';

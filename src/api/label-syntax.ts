@@ -29,3 +29,17 @@ export function labelValueProblem(value: string): string | undefined {
   }
   return undefined;
 }
+
+const CLUSTER_NAME = /^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/u;
+
+/**
+ * A member cluster's name, as the agent's `--cluster` and the hub's token file give it: a lower-case DNS label (dots
+ * allowed), at most 63 characters. It names the cluster's subjects, KV keys and shards, and the identities minted for
+ * it, whose JWTs take no other characters.
+ */
+export function clusterNameProblem(name: string): string | undefined {
+  if (name.length > 63 || !CLUSTER_NAME.test(name)) {
+    return `cluster "${name}" must be a lower-case DNS label (it names the cluster's subjects and shards)`;
+  }
+  return undefined;
+}

@@ -1,5 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox';
-import { checkOptions, labelKeyProblem, labelValueProblem, ListenAddressSchema, Millis, ReadonlyList, type OptionsResult } from '../api/index.js';
+import { checkOptions, clusterNameProblem, labelKeyProblem, labelValueProblem, ListenAddressSchema, Millis, ReadonlyList, type OptionsResult } from '../api/index.js';
 import { HashOptionsSchema, hashOptionsProblem } from '../sharding/index.js';
 import { NatsClientConfigSchema } from '../transport/index.js';
 
@@ -122,6 +122,8 @@ export function hubOptionProblems(options: HubOptions): string[] {
   const problems: string[] = [];
   if (options.tokens.length === 0) problems.push('no bootstrap token: the token file must hold at least one "CLUSTER TOKEN" line');
   for (const { cluster, labels } of options.tokens) {
+    const clusterProblem = clusterNameProblem(cluster);
+    if (clusterProblem) problems.push(`token file: ${clusterProblem}`);
     for (const [key, value] of Object.entries(labels ?? {})) {
       const problem = labelKeyProblem(key) ?? labelValueProblem(value);
       if (problem) problems.push(`token file: cluster ${cluster}, label ${key}=${value}: ${problem}`);

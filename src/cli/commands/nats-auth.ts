@@ -1,5 +1,6 @@
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
+import { clusterNameProblem } from '../../api/index.js';
 import { UsageError } from '../../errors.js';
 import { createAuthSetup, readAuthFiles, writeAuthSetup, writeRoleCreds, type Role } from '../../transport/auth/index.js';
 import { requiredString, stringValue, type Command, type CommandContext } from '../command.js';
@@ -41,8 +42,12 @@ function roleFromFlags(ctx: CommandContext): Role {
     case 'hub':
     case 'bootstrap':
       return { role };
-    case 'agent':
-      return { role, cluster: requiredString(ctx, 'cluster') };
+    case 'agent': {
+      const cluster = requiredString(ctx, 'cluster');
+      const problem = clusterNameProblem(cluster);
+      if (problem) throw new UsageError(`--cluster: ${problem}`);
+      return { role, cluster };
+    }
     case 'proxy':
       return { role, operator: requiredString(ctx, 'operator'), shard: requiredString(ctx, 'shard') };
     default:
@@ -68,11 +73,12 @@ const credsCommand: Command = {
     out: { type: 'string', valueName: 'FILE', description: 'where to write (default DIR/<user name>.creds)' },
   },
   run: async (ctx) => {
+    const role = roleFromFlags(ctx);
     const files = await readAuthFiles(resolve(requiredString(ctx, 'dir'))).catch((err: unknown) => {
       throw new UsageError(`--dir does not hold a setup written by \`ctrlmesh nats-auth init\`: ${(err as Error).message}`);
     });
     const out = stringValue(ctx, 'out');
-    const path = await writeRoleCreds(files, roleFromFlags(ctx), out ? resolve(out) : undefined);
+    const path = await writeRoleCreds(files, role, out ? resolve(out) : undefined);
     ctx.stdout.write(`${path}\n`);
     return 0;
   },

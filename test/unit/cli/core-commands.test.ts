@@ -211,6 +211,13 @@ describe('ctrlmesh proxy and hub: the control-plane trust flags', () => {
   });
 });
 
+describe('ctrlmesh nats-auth creds --role agent', () => {
+  it('refuses a cluster name no agent could take, in one line, exit 2', async () => {
+    const r = await ctrlmesh('nats-auth', 'creds', '--dir', join(dir, 'no-auth'), '--role', 'agent', '--cluster', 'Ünicode');
+    expect(r).toEqual({ code: 2, stdout: '', stderr: expect.stringMatching(/^ctrlmesh: --cluster: cluster "Ünicode" must be a lower-case DNS label .*\n$/u) as unknown });
+  });
+});
+
 describe('ctrlmesh hub --operator-file', () => {
   it('refuses a missing file or a bad line in one line, exit 2', async () => {
     const tokens = join(dir, 'hub-tokens-operators');

@@ -32,6 +32,15 @@ describe("the hub's options", () => {
     expect(bad.ok ? [] : bad.problems).toEqual([expect.stringMatching(/^token file: cluster eu-west-1, label not a key!=x: /u)]);
   });
 
+  it('refuse a token file cluster that no agent could name, before anything is minted for it', () => {
+    // Identities minted for a name outside Latin-1 failed after its record was written (a probe of session 23).
+    const bad = parseHubOptions({ ...valid, tokens: [{ cluster: 'ünïcode-☃', token: 'a-token' }, { cluster: 'Upper', token: 'b-token' }] });
+    expect(bad.ok ? [] : bad.problems).toEqual([
+      expect.stringMatching(/^token file: cluster "ünïcode-☃" must be a lower-case DNS label/u),
+      expect.stringMatching(/^token file: cluster "Upper" must be a lower-case DNS label/u),
+    ]);
+  });
+
   it('take an operator file whose lines name operators once each, as NAMESPACE/NAME', () => {
     const operators = [{ operator: 'operator-prod/prod', clusters: ['eu-west-1'] }];
     const result = parseHubOptions({ ...valid, operators });
