@@ -564,6 +564,15 @@ export async function openManyWatches(url: string, path: string): Promise<ManyWa
   return { openMs, headP50Ms: percentile(heads, 0.5) ?? Number.NaN, failed, failure, close: () => pool.destroy() };
 }
 
+/** The items in a random order (Fisher-Yates). */
+function shuffled<T>(items: T[]): T[] {
+  for (let i = items.length - 1; i > 0; i--) {
+    const j = Math.floor(Math.random() * (i + 1));
+    [items[i], items[j]] = [items[j]!, items[i]!];
+  }
+  return items;
+}
+
 /**
  * MANY_WATCHES watches opened at once through each proxy: the time until all have their response head, failures,
  * the serving process's CPU per watch opened, and its memory per open watch (VmRSS; RSS and heap after a forced GC
@@ -613,8 +622,10 @@ async function manyWatchRows(bed: Bed): Promise<BenchRow[]> {
     await untilMachineQuiet();
   }
   for (let r = 0; r < MANY_WATCH_ROUNDS; r++) {
-    for (let k = 0; k < proxies.length; k++) {
-      const t = (r + k) % proxies.length;
+    // A storm pays for what the one before left (the HTTP/1.1 forwarder's 2,000 TLS connections closing): rotated, the
+    // targets would always follow the same neighbour, and two builds side by side would differ by their places
+    // (about 20 % of CPU a watch in session 24). Each round takes them in an order of its own.
+    for (const t of shuffled(proxies.map((_, i) => i))) {
       const target = proxies[t]!;
       progress(`${MANY_WATCHES} watches at once, round ${r + 1}/${MANY_WATCH_ROUNDS}: ${target.name}`);
       const path = await watchPath();

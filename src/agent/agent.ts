@@ -290,7 +290,7 @@ class AgentLoop {
       cluster: this.options.cluster,
       sentAt: new Date().toISOString(),
       apiServerReachable: this.watch.synced(),
-    });
+    }, this.registered.proofKey);
   }
 
   private schedule(): void {

@@ -3,6 +3,7 @@ import {
   Keys,
   Messages,
   Subjects,
+  peerDrops,
   subscribeAcks,
   subscribeMessages,
   watchKv,
@@ -12,6 +13,7 @@ import {
   type Watch,
 } from '../transport/index.js';
 import type { Fleet } from './fleet.js';
+import { LatestProofs, proofDropped } from './signed-messages.js';
 
 export interface HubInputsOptions {
   link: NatsLink;
@@ -43,6 +45,7 @@ export function createHubInputs(options: HubInputsOptions): HubInputs {
   const watches: Watch[] = [];
   const subscriptions: { unsubscribe(): void }[] = [];
   const loaded = { clusters: false, state: false, routes: false };
+  const heartbeatProofs = new LatestProofs(now);
 
   const markLoaded = (part: keyof typeof loaded): void => {
     if (loaded[part]) return;
@@ -94,6 +97,12 @@ export function createHubInputs(options: HubInputsOptions): HubInputs {
         logger,
         handler: (hb, msg) => {
           if (msg.subject !== Subjects.heartbeat(hb.cluster)) return;
+          // A copy of the cluster's identity could otherwise keep its cluster Ready after the agent is gone.
+          const verdict = heartbeatProofs.judge(fleet.agentKeys.get(hb.cluster), msg);
+          if (verdict !== 'counts') {
+            peerDrops.warn(logger, `heartbeat ${verdict} ${msg.subject}`, { cluster: hb.cluster }, proofDropped('heartbeat', verdict));
+            return;
+          }
           fleet.recordHeartbeat(hb.cluster, { at: now(), apiServerReachable: hb.apiServerReachable });
         },
       }),

@@ -6,11 +6,9 @@ import {
   Keys,
   MESSAGE_SCHEMA_VERSION,
   Messages,
-  PROOF_HEADER,
   Subjects,
   encodeMessage,
   peerDrops,
-  messageProvenAt,
   replyInboxKey,
   respondMessage,
   sameReport,
@@ -28,6 +26,7 @@ import type { Fleet } from './fleet.js';
 import type { HubOptions } from './options.js';
 import { decideRegistration, tokenAccepted, type RegistrationChannel } from './registration.js';
 import { reportProblem } from './report-check.js';
+import { LatestProofs, proofDropped, provenAt } from './signed-messages.js';
 import type { HashSettings } from '../sharding/index.js';
 
 export interface LeaderDutiesOptions extends Pick<HubOptions, 'tokens' | 'agentIssuer' | 'agentIdentityTtlMs'> {
@@ -95,14 +94,8 @@ export function createLeaderDuties(options: LeaderDutiesOptions): LeaderDuties {
     }
   };
 
-  /** When `msg` was signed with `publicKey`, if just now (message-proof.ts). */
-  const provenAt = (publicKey: string | undefined, msg: Msg): number | undefined =>
-    publicKey === undefined ? undefined : messageProvenAt(publicKey, msg.subject, msg.data, msg.headers?.get(PROOF_HEADER), new Date(now()));
-  /**
-   * The signing time of each cluster's last report taken: one signed earlier is a replay (its proof holds for minutes)
-   * and would roll the stored report back. Kept by this leader alone: a new leader starts afresh.
-   */
-  const reportSignedAt = new Map<string, number>();
+  /** The reports that count: kept by this leader alone, a new leader starts afresh. */
+  const reportProofs = new LatestProofs(now);
 
   const register = async (request: RegisterRequest, channel: RegistrationChannel, msg: Msg): Promise<void> => {
     if (!options.loaded()) return;
@@ -117,7 +110,7 @@ export function createLeaderDuties(options: LeaderDutiesOptions): LeaderDuties {
       requesterKey: replyInboxKey(msg.reply),
       binding,
       mints: issuer !== undefined && request.publicKey !== undefined,
-      proven: provenAt(channel === 'identity' ? (binding?.publicKey ?? request.publicKey) : request.publicKey, msg) !== undefined,
+      proven: provenAt(channel === 'identity' ? (binding?.publicKey ?? request.publicKey) : request.publicKey, msg, now()) !== undefined,
       now: new Date(now()),
     });
     if (decision.write === 'put') {
@@ -166,18 +159,10 @@ export function createLeaderDuties(options: LeaderDutiesOptions): LeaderDuties {
       return;
     }
     // A copy of the cluster's identity could otherwise report for it: pods (webhook endpoints), namespaces, configs.
-    const binding = fleet.agentKeys.get(report.cluster);
-    if (binding?.signs === true) {
-      const signedAt = provenAt(binding.publicKey, msg);
-      if (signedAt === undefined) {
-        peerDrops.warn(logger, `report unsigned ${subject}`, { cluster: report.cluster }, "dropped a report not signed with the key the cluster's token was last bound to");
-        return;
-      }
-      if (signedAt <= (reportSignedAt.get(report.cluster) ?? -Infinity)) {
-        peerDrops.warn(logger, `report replayed ${subject}`, { cluster: report.cluster }, 'dropped a report signed no later than the last one taken');
-        return;
-      }
-      reportSignedAt.set(report.cluster, signedAt);
+    const verdict = reportProofs.judge(fleet.agentKeys.get(report.cluster), msg);
+    if (verdict !== 'counts') {
+      peerDrops.warn(logger, `report ${verdict} ${subject}`, { cluster: report.cluster }, proofDropped('report', verdict));
+      return;
     }
     const refused = reportProblem(report, options.fleetHash);
     if (refused !== undefined) {

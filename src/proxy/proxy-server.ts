@@ -1,5 +1,6 @@
 import replyFrom from '@fastify/reply-from';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Registry } from 'prom-client';
 import type { Logger } from 'pino';
@@ -12,6 +13,7 @@ import { apiErrorHandler, createApiHandler } from './request/api-handler.js';
 import { answerClientError, answerConnect, answerExpectation } from './request/refused-early.js';
 import { countAnswers } from './request/pipelined.js';
 import { createUpgradeHandler } from './request/upgrade.js';
+import { createWatchPath } from './request/watch-path.js';
 import { RouteController } from './routes/route-controller.js';
 import type { RouteSource } from './routes/route-source.js';
 import type { TableStore } from './routes/table-store.js';
@@ -61,6 +63,9 @@ export interface RunningProxy {
  * Linux caps it at net.core.somaxconn (4096 by default), the queue Go's servers (kubectl proxy) always ask for.
  */
 const API_LISTEN_BACKLOG = 65_535;
+
+/** How long the API listener keeps an idle client connection: fastify's default for the servers it makes. */
+const API_KEEP_ALIVE_MS = 72_000;
 
 function urlOf(app: FastifyInstance): string {
   const address = app.server.address() as AddressInfo;
@@ -126,6 +131,9 @@ async function serve(deps: ProxyDeps, registry: Registry, currentRules: () => Ru
 
   // A log line per request would cost more than the proxying; requests are counted in the metrics instead.
   const quiet = (): LogController => new LogController({ disableRequestLogging: true });
+  const breakerRetryAfterSeconds = Math.max(1, Math.ceil(config.breaker.resetTimeoutMs / 1000));
+  // Sharded watches on HTTP/2 connections take the watch path; every other request goes on to fastify's route.
+  const watchPath = createWatchPath({ controller, logger, headers: config.requests, breakerRetryAfterSeconds, guard });
   const api = Fastify({
     loggerInstance: logger.child({ listener: 'api' }) as FastifyBaseLogger,
     logController: quiet(),
@@ -138,9 +146,15 @@ async function serve(deps: ProxyDeps, registry: Registry, currentRules: () => Ru
     // A path the router cannot decode (a bad %-escape) is refused before any route, as a Status too.
     frameworkErrors: apiErrorHandler(logger),
     clientErrorHandler: answerClientError,
-    // A client that never finishes its request (a body the proxy reads to judge, held back) is cut off, not waited for.
-    requestTimeout: config.requests.readTimeoutMs,
-    http: requestTimeoutChecks(config.requests.readTimeoutMs),
+    serverFactory: (route) => {
+      // A client that never finishes its request (a body the proxy reads to judge, held back) is cut off, not waited for.
+      const server = createServer({ ...requestTimeoutChecks(config.requests.readTimeoutMs), requestTimeout: config.requests.readTimeoutMs }, (req, res) =>
+        watchPath(req, res, route),
+      );
+      // Fastify's own servers keep an idle connection this long (its default), longer than clients' usual 30-60 s.
+      server.keepAliveTimeout = API_KEEP_ALIVE_MS;
+      return server;
+    },
   });
   api.server.on('checkExpectation', answerExpectation);
   api.server.on('connect', answerConnect);
@@ -151,7 +165,7 @@ async function serve(deps: ProxyDeps, registry: Registry, currentRules: () => Ru
   const handler = createApiHandler({
     controller,
     logger,
-    breakerRetryAfterSeconds: Math.max(1, Math.ceil(config.breaker.resetTimeoutMs / 1000)),
+    breakerRetryAfterSeconds,
     requests: config.requests,
     ...(guard ? { guard } : {}),
   });

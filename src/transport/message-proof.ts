@@ -1,4 +1,4 @@
-import { ed25519Signer, ed25519Verify } from './ed25519.js';
+import { ed25519Signer, ed25519Verify, type Ed25519Signer } from './ed25519.js';
 
 /**
  * The NATS header that carries an agent's signature of a message with its own key. NATS proves which identity sent
@@ -21,10 +21,18 @@ const PROOF = /^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z) ([A-Za-z0-9+/]{86}
 const signed = (subject: string, signedAt: string, data: Uint8Array): Buffer =>
   Buffer.concat([Buffer.from(`CtrlmeshProof\n${subject}\n${signedAt}\n`, 'utf8'), data]);
 
+/** The signer of each seed in use: deriving one checks the seed in JavaScript, too dear for every heartbeat. */
+const signers = new WeakMap<Uint8Array, Ed25519Signer>();
+
 /** Signs a message sent on `subject` with an nkey seed, at `now`: the value of PROOF_HEADER. */
 export function proveMessage(seed: Uint8Array, subject: string, data: Uint8Array, now: Date): string {
   const signedAt = now.toISOString();
-  return `${signedAt} ${ed25519Signer(new TextDecoder().decode(seed)).sign(signed(subject, signedAt, data)).toString('base64')}`;
+  let signer = signers.get(seed);
+  if (signer === undefined) {
+    signer = ed25519Signer(new TextDecoder().decode(seed));
+    signers.set(seed, signer);
+  }
+  return `${signedAt} ${signer.sign(signed(subject, signedAt, data)).toString('base64')}`;
 }
 
 /**

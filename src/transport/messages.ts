@@ -80,7 +80,7 @@ export const AgentKeySchema = Type.Object(
     publicKey: Type.Optional(userKey),
     /**
      * Whether the agent proved it holds the key when it was bound (it signed that request, message-proof.ts): then
-     * what the cluster's identity sends (registrations that change the record, reports) counts only signed with it.
+     * what the cluster's identity sends (registrations that change the record, reports, heartbeats) counts only signed with it.
      * An agent of an earlier version signs nothing, and its messages count unsigned.
      */
     signs: Type.Optional(Type.Boolean()),

@@ -270,6 +270,43 @@ describe('the hub answers requests on inboxes only', () => {
     }
   }, 90_000);
 
+  it("a copy of a cluster's identity keeps it Ready no longer than its agent once the token bound another key; a replayed heartbeat counts not", async () => {
+    const sixth = uniqueName('rph');
+    await restartHub('hub-reply-8', sixth);
+    const stolen = await exchange(await bootstrapHolder(), sixth);
+    const copy = await stolen.connectAs();
+    const bound = await exchange(await bootstrapHolder(), sixth);
+    const own = await bound.connectAs();
+    const subject = Subjects.heartbeat(sixth);
+    const health = (): string | undefined => hub.status().clusters.find((c) => c.name === sixth)?.health;
+    const beat = (): Uint8Array => encodeMessage(Messages.heartbeat, { schema: MESSAGE_SCHEMA_VERSION, cluster: sixth, sentAt: new Date().toISOString(), apiServerReachable: true });
+    // The agent's heartbeats, signed with the key its token bound, keep the cluster Ready.
+    let last = { data: beat(), signed: headers() };
+    const agentBeats = setInterval(() => {
+      const data = beat();
+      last = { data, signed: signedBy(bound.key.seed, subject, data) };
+      own.publish(subject, data, { headers: last.signed });
+    }, 300);
+    try {
+      await eventually(() => expect(health()).toBe('Ready'));
+    } finally {
+      clearInterval(agentBeats);
+    }
+    // The agent is gone. The copy heartbeats unsigned, signed with its own key, and replays the agent's last one.
+    const copyBeats = setInterval(() => {
+      const data = beat();
+      copy.publish(subject, data);
+      copy.publish(subject, data, { headers: signedBy(stolen.key.seed, subject, data) });
+      copy.publish(subject, last.data, { headers: last.signed });
+    }, 300);
+    try {
+      // Unknown after --unknown-after (2 s here), Offline after --offline-after (5 s): as if no one sent a heartbeat.
+      await eventually(() => expect(health()).toBe('Offline'), 15_000);
+    } finally {
+      clearInterval(copyBeats);
+    }
+  }, 60_000);
+
   it('logs a flood of refused and dropped requests as one line a cause each interval, with the count held back', async () => {
     await hub.stop();
     const lines: { msg: string; suppressed?: number; cluster?: string }[] = [];

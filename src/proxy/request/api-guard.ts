@@ -17,11 +17,9 @@ export function createApiGuard(options: { rules: () => RuleSet; clock: RuleClock
     sendStatus(reply, statusFor(outcome.code, outcome.message), outcome.retryAfterSeconds);
     return true;
   };
-  return ({ info, reply }) => {
-    const current = rules();
-    // Every proxy has a guard (cluster rules may arrive with any table); with no rule in force it costs one check,
-    // answered at once (no promise for the request to wait on).
-    if (info.kind !== 'resource' || current.inForce.length === 0) return false;
-    return guarded(current, info, reply);
+  return {
+    // Every proxy has a guard (cluster rules may arrive with any table); with no rule in force it costs one check.
+    applies: (info) => info.kind === 'resource' && rules().inForce.length > 0,
+    judge: async ({ info, reply }) => (info.kind === 'resource' ? guarded(rules(), info, reply) : false),
   };
 }

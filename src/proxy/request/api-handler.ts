@@ -2,19 +2,19 @@ import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import type { OutgoingHttpHeaders } from 'node:http';
 import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
-import { BodyTooLargeError, ClientRequestError, SelectorSyntaxError, UnjudgedListError, UpstreamTimeoutError } from '../../errors.js';
+import { BodyTooLargeError, UnjudgedListError } from '../../errors.js';
 import type { RouteController } from '../routes/route-controller.js';
 import type { ClusterEntry } from '../routes/route-state.js';
 import type { ResourceSelection } from '../routes/shard-view.js';
-import { jsonAccept } from './accept.js';
 import { decide } from './enforce.js';
 import { judgeObjectWrite, sendJudgedObject } from './by-object.js';
-import { forward, sendRestored, type UpstreamResponse } from './forward.js';
+import { failureAnswer, forward, sendRestored, type UpstreamResponse } from './forward.js';
 import { judgeList } from './list-filter.js';
 import { isPipelined, untilTurn } from './pipelined.js';
 import { isRefusal, isWrite, parseApiRequest, readBoundedBody, type HeaderPolicy, type RequestInfo, type ResourceRequest } from './parse/index.js';
 import { sendStatus, statusBody, statusFor, type KubeStatus } from './status.js';
-import { WatchRelay } from './watch-relay.js';
+import { readableAccept, shardQuery } from './shard-query.js';
+import { relayWatch } from './watch-path.js';
 import { acceptsGzip, sendGunzipped } from './gzip-answer.js';
 import { sendWhole } from './whole-body.js';
 
@@ -32,11 +32,13 @@ export function apiErrorHandler(logger: Logger): (err: FastifyError, request: Fa
   };
 }
 
-/**
- * A check run before enforcement (rate limits, fault injection): it may answer in place of the API server (true).
- * `false` returned at once means it passed without waiting, so the request goes on without a turn of the event loop.
- */
-export type RequestGuard = (call: { cluster: string; info: RequestInfo; request: FastifyRequest; reply: FastifyReply }) => Promise<boolean> | false;
+/** A check run before enforcement (rate limits, fault injection), which may answer in place of the API server. */
+export interface RequestGuard {
+  /** Whether a rule in force may judge this request; asked first, it changes nothing (a request it does not apply to goes on at once). */
+  applies(info: RequestInfo): boolean;
+  /** Judges a request it applies to: answers it (true) or lets it pass (false). */
+  judge(call: { cluster: string; info: RequestInfo; reply: FastifyReply }): Promise<boolean>;
+}
 
 /** What the proxy reads of a request beyond its target, and which headers it lets through. */
 export interface RequestPolicy extends HeaderPolicy {
@@ -117,8 +119,7 @@ export function createApiHandler(options: ApiHandlerOptions): (request: FastifyR
       return sendStatus(reply, status);
     };
 
-    const guarded = guard?.({ cluster: clusterName, info, request, reply });
-    if (guarded !== undefined && guarded !== false && (await guarded)) {
+    if (guard?.applies(info) && (await guard.judge({ cluster: clusterName, info, reply }))) {
       observe(reply.statusCode);
       return reply;
     }
@@ -187,36 +188,13 @@ export function createApiHandler(options: ApiHandlerOptions): (request: FastifyR
     const shardedWatch = sharded?.verb === 'watch';
     let selection: ResourceSelection | undefined;
     if (sharded) {
-      selection = entry.view.selectionFor(sharded.group, sharded.resource);
-      const unlabelled = selection.shardSelector !== undefined || selection.filterLists;
-      if (unlabelled && sharded.verb === 'deletecollection') {
-        // Nothing labelled: only a list the proxy reads can be judged, and a collection delete answers no list first.
-        return refuse(statusFor(403, `deleting a collection of ${sharded.resource} cannot be judged in cluster "${clusterName}", whose objects carry no shard labels: delete them one by one`));
-      }
-      if (unlabelled && query.count('shardSelector') > 0) {
-        return refuse(statusFor(400, 'shardSelector: the proxy sends its own shard selector and cannot combine it with the client\'s'));
-      }
-      try {
-        const labels = entry.view.selectorWith(sharded.group, sharded.resource, query.get('labelSelector'));
-        if (labels === '') query.delete('labelSelector');
-        else query.set('labelSelector', labels);
-      } catch (err) {
-        if (err instanceof SelectorSyntaxError) return refuse(statusFor(400, `labelSelector: ${err.message}`));
-        throw err;
-      }
-      if (selection.shardSelector !== undefined) query.set('shardSelector', selection.shardSelector);
+      const shardedQuery = shardQuery(entry, sharded, query);
+      if ('kind' in shardedQuery) return refuse(shardedQuery);
+      selection = shardedQuery;
     }
     // A list from a cluster whose objects carry no labels: the proxy reads its head (the echo) or all of it.
     const judged = sharded?.verb === 'list' && selection !== undefined && (selection.shardSelector !== undefined || selection.filterLists) ? selection : undefined;
-    let accept: string | undefined;
-    if (shardedWatch || judged || judgedObject) {
-      // Only the client's JSON media types (Tables and metadata-only objects, so kubectl keeps its columns), or plain
-      // JSON when it asked for none (protobuf clients read JSON).
-      const wanted = jsonAccept(request.headers.accept);
-      accept = wanted.accept;
-      // Table rows must carry each object's labels and namespace for the filter to judge them.
-      if (wanted.table && query.get('includeObject') === 'None') query.set('includeObject', 'Metadata');
-    }
+    const accept = shardedWatch || judged || judgedObject ? readableAccept(query, request.headers.accept) : undefined;
     // Every answer the proxy reads must come unencoded, a sharded watch's events included. An answer it passes on to a
     // client that takes no encoding is asked for as gzip and decoded: cheaper for a long list (gzip-answer.ts).
     const encoding =
@@ -267,20 +245,8 @@ export function createApiHandler(options: ApiHandlerOptions): (request: FastifyR
       await (info.kind === 'resource' && isWrite(info.verb) ? controller.trackWrite(sent) : sent);
     } catch (err) {
       if (reply.sent) return reply;
-      const code = (err as { code?: string }).code;
-      if (err instanceof ClientRequestError) {
-        sendStatus(reply, statusFor(400, err.message));
-      } else if (code === 'EOPENBREAKER') {
-        sendStatus(reply, statusBody(503, 'ServiceUnavailable', `cluster "${clusterName}" is failing: its circuit breaker is open`), breakerRetryAfterSeconds);
-      } else {
-        logger.warn({ err, cluster: clusterName }, 'API server unreachable');
-        const timeout = err instanceof UpstreamTimeoutError || code === 'UND_ERR_HEADERS_TIMEOUT' || (err as Error).name === 'GatewayTimeoutError';
-        sendStatus(
-          reply,
-          statusBody(timeout ? 504 : 503, timeout ? 'InternalError' : 'ServiceUnavailable', `cluster "${clusterName}" API server unreachable: ${(err as Error).message}`),
-          timeout ? undefined : 1,
-        );
-      }
+      const failed = failureAnswer(err, clusterName, breakerRetryAfterSeconds, logger);
+      sendStatus(reply, failed.status, failed.retryAfterSeconds);
       observe(reply.statusCode);
     }
     return reply;
@@ -325,48 +291,15 @@ function sendWatch(reply: FastifyReply, events: Readable): void {
 }
 
 /**
- * Sends a sharded watch's head at once and relays its events through the shard's event filter (watch-relay.ts);
- * registers it, so a table change can end it. The response is written directly: fastify's sending of a stream would
- * add a pipe and its end-of-stream watchers to every watch.
+ * Sends a sharded watch's head at once and relays its events through the shard's event filter (relayWatch). The
+ * response is written directly: fastify's sending of a stream would add a pipe and its end-of-stream watchers to every
+ * watch.
  */
-function relayFilteredWatch(options: {
-  reply: FastifyReply;
-  entry: ClusterEntry;
-  info: ResourceRequest;
-  res: UpstreamResponse;
-  controller: RouteController;
-  bookmarks: boolean;
-}): void {
-  const { reply, entry, info, res, controller, bookmarks } = options;
-  const { group, resource } = info;
+function relayFilteredWatch(options: { reply: FastifyReply; entry: ClusterEntry; info: ResourceRequest; res: UpstreamResponse; controller: RouteController; bookmarks: boolean }): void {
+  const { reply, res, ...watch } = options;
   reply.hijack();
-  const raw = reply.raw;
-  // The client left while the API server answered: its close has passed, nothing would end the upstream stream.
-  if (raw.destroyed) {
-    res.stream.destroy();
-    return;
-  }
   // The headers fastify holds for the reply, as its own sending writes them.
-  raw.writeHead(res.statusCode, reply.getHeaders() as OutgoingHttpHeaders);
-  // A quiet watch must still start, as the API server starts it.
-  raw.flushHeaders();
-  // The judge of the table the request was judged under; registering retargets it to the current one.
-  const relay = new WatchRelay(res.stream, raw, { judge: entry.view.eventJudge(group, resource), bookmarks, onFiltered: entry.metrics.countFilteredEvent }, () => {
-    unregister();
-    entry.metrics.openWatches.dec();
-  });
-  const unregister = controller.registerWatch({
-    cluster: entry.view.name,
-    group,
-    resource,
-    // What the shard's part of the selector carries: a table that revokes any of it ends this watch.
-    carries: entry.view.carries(group, resource),
-    expire: () => relay.expire(),
-    retarget: (view) => {
-      relay.filter.judge = view.eventJudge(group, resource);
-    },
-  });
-  entry.metrics.openWatches.inc();
+  relayWatch({ ...watch, res: reply.raw, answer: { statusCode: res.statusCode, headers: reply.getHeaders() as OutgoingHttpHeaders, stream: res.stream } });
 }
 
 /**

@@ -1,12 +1,15 @@
 import type {} from '@fastify/reply-from';
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { IncomingMessage, OutgoingHttpHeaders } from 'node:http';
 import { constants } from 'node:http2';
 import type { Readable } from 'node:stream';
+import type { Logger } from 'pino';
 import type { LockRenamer } from '../routes/leader-election.js';
 import type { ClusterEntry } from '../routes/route-state.js';
 import type { Http2WatchPool } from '../upstream/http2-watches.js';
-import { ClientRequestError, CtrlmeshError, ErrorCodes } from '../../errors.js';
+import { ClientRequestError, CtrlmeshError, ErrorCodes, UpstreamTimeoutError } from '../../errors.js';
 import { readBoundedBody, stripHeaders, type HeaderPolicy } from './parse/index.js';
+import { statusBody, statusFor, type KubeStatus } from './status.js';
 
 /** The upstream answer reply-from hands over. */
 export interface UpstreamResponse {
@@ -51,7 +54,7 @@ export function forward(request: FastifyRequest, reply: FastifyReply, plan: Forw
 }
 
 /** The headers the API server gets: the client's that may cross, with the proxy's credentials and the plan's changes. */
-function upstreamHeaders(headers: Record<string, string | string[] | undefined>, plan: ForwardPlan): void {
+function upstreamHeaders(headers: Record<string, string | string[] | undefined>, plan: Pick<ForwardPlan, 'entry' | 'accept' | 'encoding' | 'headers'>): void {
   const { upstream } = plan.entry;
   stripHeaders(headers, plan.headers);
   // The operator never authenticates to the proxy; the proxy presents its own credentials per cluster.
@@ -91,26 +94,62 @@ function forwardFrom(request: FastifyRequest, reply: FastifyReply, plan: Forward
 
 /** A watch as an HTTP/2 stream: the same request reply-from would send, the answer handed over as reply-from does. */
 async function forwardStream(request: FastifyRequest, reply: FastifyReply, plan: ForwardPlan, watches: Http2WatchPool): Promise<void> {
+  const answer = await openWatchStream(watches, request.raw, plan, () => reply.raw.destroyed);
+  if (answer === undefined) return;
+  for (const [name, value] of Object.entries(answer.headers)) reply.header(name, value);
+  reply.code(answer.statusCode);
+  plan.onResponse(reply, answer);
+}
+
+/** An HTTP/2 answer to pass on over HTTP/1.1: its status, its headers but the pseudo-headers, its body. */
+export interface StreamAnswer extends UpstreamResponse {
+  headers: OutgoingHttpHeaders;
+}
+
+/**
+ * Sends a watch without a body as a stream of the cluster's HTTP/2 connections; resolves with the answer's head, or
+ * undefined when the client left meanwhile (the stream is cancelled). A status HTTP/1.1 cannot carry fails it.
+ */
+export async function openWatchStream(
+  watches: Http2WatchPool,
+  request: IncomingMessage,
+  plan: Pick<ForwardPlan, 'entry' | 'path' | 'query' | 'accept' | 'encoding' | 'headers'>,
+  clientGone: () => boolean,
+): Promise<StreamAnswer | undefined> {
   const { upstream } = plan.entry;
   const headers: Record<string, string | string[] | undefined> = { ...request.headers };
   upstreamHeaders(headers, plan);
-  // No body is sent: a length the client announced (and fastify did not read) would not be true.
+  // No body is sent: a length the client announced (and no one read) would not be true.
   delete headers['content-length'];
   headers[':method'] = request.method;
   headers[':path'] = `${upstream.upstreamPath(plan.path)}${plan.query === '' ? '' : `?${plan.query}`}`;
   const answer = await watches.request(headers);
   const { statusCode } = answer;
   // The client left while the API server answered; or a status that HTTP/1.1 cannot carry on.
-  if (reply.raw.destroyed || statusCode < 200 || statusCode > 599) {
+  if (clientGone() || statusCode < 200 || statusCode > 599) {
     answer.stream.close(constants.NGHTTP2_CANCEL);
-    if (reply.raw.destroyed) return;
+    if (clientGone()) return undefined;
     throw new CtrlmeshError(ErrorCodes.PROXY_REQUEST, `the API server answered with status ${statusCode}`);
   }
-  for (const [name, value] of Object.entries(answer.headers)) {
-    if (name.charCodeAt(0) !== 58 && value !== undefined) reply.header(name, value);
+  const passed: OutgoingHttpHeaders = {};
+  for (const name in answer.headers) {
+    const value = answer.headers[name];
+    if (name.charCodeAt(0) !== 58 && value !== undefined) passed[name] = value;
   }
-  reply.code(statusCode);
-  plan.onResponse(reply, { statusCode, stream: answer.stream });
+  return { statusCode, headers: passed, stream: answer.stream };
+}
+
+/** The Status that answers a request its cluster could not be reached for (the breaker's refusal among them). */
+export function failureAnswer(err: unknown, cluster: string, breakerRetryAfterSeconds: number, logger: Logger): { status: KubeStatus; retryAfterSeconds?: number } {
+  const code = (err as { code?: string }).code;
+  if (err instanceof ClientRequestError) return { status: statusFor(400, err.message) };
+  if (code === 'EOPENBREAKER') {
+    return { status: statusBody(503, 'ServiceUnavailable', `cluster "${cluster}" is failing: its circuit breaker is open`), retryAfterSeconds: breakerRetryAfterSeconds };
+  }
+  logger.warn({ err, cluster }, 'API server unreachable');
+  const timeout = err instanceof UpstreamTimeoutError || code === 'UND_ERR_HEADERS_TIMEOUT' || (err as Error).name === 'GatewayTimeoutError';
+  const message = `cluster "${cluster}" API server unreachable: ${(err as Error).message}`;
+  return timeout ? { status: statusBody(504, 'InternalError', message) } : { status: statusBody(503, 'ServiceUnavailable', message), retryAfterSeconds: 1 };
 }
 
 /** Sends a lock's response with its name restored. */

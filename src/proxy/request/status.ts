@@ -1,4 +1,5 @@
 import type { FastifyReply } from 'fastify';
+import type { ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 
 /**
@@ -71,6 +72,17 @@ export function statusFor(code: number, message: string, details?: StatusDetails
 export function sendStatus(reply: FastifyReply, status: KubeStatus, retryAfterSeconds?: number): FastifyReply {
   if (retryAfterSeconds !== undefined) reply.header('retry-after', String(retryAfterSeconds));
   return reply.code(status.code).type('application/json').send(JSON.stringify(status));
+}
+
+/** The same answer on Node's own response, for a request no fastify reply serves (watch-path.ts). */
+export function writeStatus(res: ServerResponse, status: KubeStatus, retryAfterSeconds?: number): void {
+  const body = JSON.stringify(status);
+  res.writeHead(status.code, {
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(body),
+    ...(retryAfterSeconds === undefined ? {} : { 'retry-after': String(retryAfterSeconds) }),
+  });
+  res.end(body);
 }
 
 /**

@@ -177,6 +177,14 @@ export async function sharedNamespace(core: CoreV1Api, name: string): Promise<vo
   }, 60_000);
 }
 
+/** A sample's value from the proxy's /metrics, or undefined when it has none. */
+export async function metricValue(harness: TestProxy, name: string, labels: Record<string, string>): Promise<number | undefined> {
+  const text = await (await fetch(`${harness.proxy.opsUrl}/metrics`)).text();
+  const pairs = Object.entries(labels).map(([k, v]) => `${k}="${v}"`);
+  const line = text.split('\n').find((l) => l.startsWith(`${name}{`) && pairs.every((p) => l.includes(p)));
+  return line === undefined ? undefined : Number(line.split(' ').at(-1));
+}
+
 /** The HTTP status a client-node call ended with (200 when it succeeded). */
 export function code(call: Promise<unknown>): Promise<number> {
   return call.then(

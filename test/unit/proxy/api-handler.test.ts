@@ -266,9 +266,12 @@ describe('createApiHandler', () => {
   it('refuses with 503 a request judged by a table replaced before it was sent', async () => {
     let swap: (() => void) | undefined;
     const { app, source, table } = await harness({
-      guard: async () => {
-        swap?.();
-        return false;
+      guard: {
+        applies: () => true,
+        judge: async () => {
+          swap?.();
+          return false;
+        },
       },
     });
     source.handlers!.onTable(table(2));
@@ -346,11 +349,14 @@ describe('createApiHandler', () => {
   it('lets a guard answer in place of the API server, for the cluster the request targets', async () => {
     const seen: string[] = [];
     const { app, source, table } = await harness({
-      guard: async ({ cluster, info, reply }) => {
-        seen.push(`${cluster} ${info.kind === 'resource' ? info.verb : 'nonresource'}`);
-        if (info.kind !== 'resource' || info.verb !== 'delete') return false;
-        await reply.code(429).send({ kind: 'Status', code: 429 });
-        return true;
+      guard: {
+        applies: () => true,
+        judge: async ({ cluster, info, reply }) => {
+          seen.push(`${cluster} ${info.kind === 'resource' ? info.verb : 'nonresource'}`);
+          if (info.kind !== 'resource' || info.verb !== 'delete') return false;
+          await reply.code(429).send({ kind: 'Status', code: 429 });
+          return true;
+        },
       },
     });
     source.handlers!.onTable(table(2));
