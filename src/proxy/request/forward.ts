@@ -1,6 +1,6 @@
 import type {} from '@fastify/reply-from';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { IncomingMessage, OutgoingHttpHeaders } from 'node:http';
+import { validateHeaderName, validateHeaderValue, type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
 import { constants } from 'node:http2';
 import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
@@ -134,21 +134,31 @@ export async function openWatchStream(
   const passed: OutgoingHttpHeaders = {};
   for (const name in answer.headers) {
     const value = answer.headers[name];
-    if (name.charCodeAt(0) !== 58 && value !== undefined) passed[name] = value;
+    if (name.charCodeAt(0) === 58 || value === undefined) continue;
+    try {
+      // Checked before the client's response is touched: Node's HTTP/1.1 writer would throw on it mid-answer.
+      validateHeaderName(name);
+      for (const one of Array.isArray(value) ? value : [value]) validateHeaderValue(name, one);
+    } catch {
+      answer.stream.close(constants.NGHTTP2_CANCEL);
+      throw new CtrlmeshError(ErrorCodes.PROXY_REQUEST, `the API server answered with a header HTTP/1.1 cannot carry (${JSON.stringify(name.slice(0, 64))})`);
+    }
+    passed[name] = value;
   }
   return { statusCode, headers: passed, stream: answer.stream };
 }
 
 /** The Status that answers a request its cluster could not be reached for (the breaker's refusal among them). */
 export function failureAnswer(err: unknown, cluster: string, breakerRetryAfterSeconds: number, logger: Logger): { status: KubeStatus; retryAfterSeconds?: number } {
-  const code = (err as { code?: string }).code;
+  // Whatever was thrown (a library may reject with no Error at all) gets its answer.
+  const code = err instanceof Error ? (err as { code?: unknown }).code : undefined;
   if (err instanceof ClientRequestError) return { status: statusFor(400, err.message) };
   if (code === 'EOPENBREAKER') {
     return { status: statusBody(503, 'ServiceUnavailable', `cluster "${cluster}" is failing: its circuit breaker is open`), retryAfterSeconds: breakerRetryAfterSeconds };
   }
   logger.warn({ err, cluster }, 'API server unreachable');
-  const timeout = err instanceof UpstreamTimeoutError || code === 'UND_ERR_HEADERS_TIMEOUT' || (err as Error).name === 'GatewayTimeoutError';
-  const message = `cluster "${cluster}" API server unreachable: ${(err as Error).message}`;
+  const timeout = err instanceof UpstreamTimeoutError || code === 'UND_ERR_HEADERS_TIMEOUT' || (err instanceof Error && err.name === 'GatewayTimeoutError');
+  const message = `cluster "${cluster}" API server unreachable: ${err instanceof Error ? err.message : String(err)}`;
   return timeout ? { status: statusBody(504, 'InternalError', message) } : { status: statusBody(503, 'ServiceUnavailable', message), retryAfterSeconds: 1 };
 }
 

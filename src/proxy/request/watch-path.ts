@@ -53,7 +53,7 @@ export function createWatchPath(options: WatchPathOptions): (req: IncomingMessag
   const { controller, logger, headers, breakerRetryAfterSeconds, guard } = options;
 
   const planOf = (req: IncomingMessage, res: ServerResponse): WatchPlan | undefined => {
-    // Pipelined (its turn not come: the handler waits for it) or with a body (reply-from sends it).
+    // Pipelined (its turn not come: the handler waits for it), or with a body (the handler judges what fastify makes of it).
     if (res.socket === null || hasBody(req)) return undefined;
     const started = performance.now();
     const state = controller.current;
@@ -92,13 +92,19 @@ export function createWatchPath(options: WatchPathOptions): (req: IncomingMessag
         }
       })
       .catch((err: unknown) => {
-        if (res.headersSent) {
+        try {
+          if (res.headersSent) {
+            res.destroy();
+            return;
+          }
+          const failed = failureAnswer(err, entry.view.name, breakerRetryAfterSeconds, logger);
+          observe(failed.status.code);
+          writeStatus(res, failed.status, failed.retryAfterSeconds);
+        } catch (unanswered) {
+          // Nothing may escape as an unhandled rejection, which ends the process: the client's connection goes instead.
+          logger.error({ err: unanswered, cluster: entry.view.name }, 'a watch failed in the proxy');
           res.destroy();
-          return;
         }
-        const failed = failureAnswer(err, entry.view.name, breakerRetryAfterSeconds, logger);
-        observe(failed.status.code);
-        writeStatus(res, failed.status, failed.retryAfterSeconds);
       });
   };
 
