@@ -42,8 +42,9 @@ function hasBody(req: IncomingMessage): boolean {
 
 /**
  * The proxy's hot path: a sharded watch that goes as a stream of the cluster's HTTP/2 connections, judged and relayed
- * on Node's own request and response. A route change makes the operator open its watches again all at once, and
- * fastify's request, reply and hooks were a fifth of the CPU a watch's opening cost (docs/proxy.md, session 24).
+ * on Node's own request and response. A route change makes the operator open its watches again all at once; without
+ * fastify's request, reply and routing, and the handler's promises, a watch's opening costs a fifth less CPU
+ * (docs/proxy.md, session 24).
  *
  * It takes only a request it judges to the end with the API handler's own functions (parse, decide, shardQuery,
  * readableAccept), and nothing it would refuse: every other request, the refused ones included, goes to `next`
