@@ -12,9 +12,9 @@ import { failureAnswer, forward, sendRestored, type UpstreamResponse } from './f
 import { judgeList } from './list-filter.js';
 import { isPipelined, untilTurn } from './pipelined.js';
 import { isRefusal, isWrite, parseApiRequest, readBoundedBody, type HeaderPolicy, type RequestInfo, type ResourceRequest } from './parse/index.js';
-import { sendStatus, statusBody, statusFor, type KubeStatus } from './status.js';
+import { sendStatus, statusBody, statusFor, tableChanged, type KubeStatus } from './status.js';
 import { readableAccept, shardQuery } from './shard-query.js';
-import { relayWatch } from './watch-path.js';
+import { relayWatch } from './watch-relay.js';
 import { acceptsGzip, sendGunzipped } from './gzip-answer.js';
 import { sendWhole } from './whole-body.js';
 
@@ -225,7 +225,7 @@ export function createApiHandler(options: ApiHandlerOptions): (request: FastifyR
       }
     };
     if (!controller.stillServes(state)) {
-      return refuse(statusFor(503, 'the route table this request was judged by changed or its lease ended meanwhile; retry'));
+      return refuse(tableChanged());
     }
     try {
       const sent = entry.breaker.fire(() =>

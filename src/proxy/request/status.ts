@@ -68,6 +68,11 @@ export function statusFor(code: number, message: string, details?: StatusDetails
   return statusBody(code, reasonFor(code), message, details);
 }
 
+/** The refusal of a request whose route table changed, or whose lease ended, between its judgement and its sending. */
+export function tableChanged(): KubeStatus {
+  return statusFor(503, 'the route table this request was judged by changed or its lease ended meanwhile; retry');
+}
+
 /** Answers with `status` as a Kubernetes Status body, with `Retry-After` when given. */
 export function sendStatus(reply: FastifyReply, status: KubeStatus, retryAfterSeconds?: number): FastifyReply {
   if (retryAfterSeconds !== undefined) reply.header('retry-after', String(retryAfterSeconds));

@@ -6,11 +6,11 @@ import type { ClusterEntry, RouteState } from '../routes/route-state.js';
 import type { Http2WatchPool } from '../upstream/http2-watches.js';
 import type { RequestGuard } from './api-handler.js';
 import { decide } from './enforce.js';
-import { failureAnswer, openWatchStream, type StreamAnswer } from './forward.js';
+import { failureAnswer, openWatchStream } from './forward.js';
 import { isRefusal, parseApiRequest, type ApiRequest, type HeaderPolicy, type ResourceRequest } from './parse/index.js';
 import { readableAccept, shardQuery } from './shard-query.js';
-import { statusFor, writeStatus } from './status.js';
-import { WatchRelay } from './watch-relay.js';
+import { statusFor, tableChanged, writeStatus } from './status.js';
+import { relayWatch } from './watch-relay.js';
 
 export interface WatchPathOptions {
   controller: RouteController;
@@ -76,7 +76,7 @@ export function createWatchPath(options: WatchPathOptions): (req: IncomingMessag
     const observe = (code: number): void => entry.metrics.observe('watch', info.resource, code, (performance.now() - plan.started) / 1000);
     if (!controller.stillServes(plan.state)) {
       observe(503);
-      writeStatus(res, statusFor(503, 'the route table this request was judged by changed or its lease ended meanwhile; retry'));
+      writeStatus(res, tableChanged());
       return;
     }
     const forward = { entry, path: parsed.path, query: parsed.query.toString(), accept: plan.accept, encoding: 'identity' as const, headers };
@@ -130,38 +130,4 @@ export function createWatchPath(options: WatchPathOptions): (req: IncomingMessag
       else writeStatus(res, statusFor(500, `the proxy could not complete the request: ${(err as Error).message}`));
     }
   };
-}
-
-/**
- * Sends a sharded watch's head at once and relays its events through the shard's event filter (watch-relay.ts);
- * registers it, so a table change can end it.
- */
-export function relayWatch(options: { res: ServerResponse; answer: StreamAnswer; entry: ClusterEntry; info: ResourceRequest; controller: RouteController; bookmarks: boolean }): void {
-  const { res, answer, entry, info, controller, bookmarks } = options;
-  const { group, resource } = info;
-  // The client left while the API server answered: its close has passed, nothing would end the upstream stream.
-  if (res.destroyed) {
-    answer.stream.destroy();
-    return;
-  }
-  res.writeHead(answer.statusCode, answer.headers);
-  // A quiet watch must still start, as the API server starts it.
-  res.flushHeaders();
-  // The judge of the table the request was judged under; registering retargets it to the current one.
-  const relay = new WatchRelay(answer.stream, res, { judge: entry.view.eventJudge(group, resource), bookmarks, onFiltered: entry.metrics.countFilteredEvent }, () => {
-    unregister();
-    entry.metrics.openWatches.dec();
-  });
-  const unregister = controller.registerWatch({
-    cluster: entry.view.name,
-    group,
-    resource,
-    // What the shard's part of the selector carries: a table that revokes any of it ends this watch.
-    carries: entry.view.carries(group, resource),
-    expire: () => relay.expire(),
-    retarget: (view) => {
-      relay.filter.judge = view.eventJudge(group, resource);
-    },
-  });
-  entry.metrics.openWatches.inc();
 }

@@ -1,5 +1,9 @@
 import type { ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
+import type { RouteController } from '../routes/route-controller.js';
+import type { ClusterEntry } from '../routes/route-state.js';
+import type { StreamAnswer } from './forward.js';
+import type { ResourceRequest } from './parse/index.js';
 import { WatchEventFilter, type EventJudge } from './watch-filter.js';
 
 /**
@@ -59,4 +63,38 @@ export class WatchRelay {
     this.done = true;
     this.res.destroy();
   }
+}
+
+/**
+ * Sends a sharded watch's head at once and relays its events through the shard's event filter (WatchRelay);
+ * registers it, so a table change can end it.
+ */
+export function relayWatch(options: { res: ServerResponse; answer: StreamAnswer; entry: ClusterEntry; info: ResourceRequest; controller: RouteController; bookmarks: boolean }): void {
+  const { res, answer, entry, info, controller, bookmarks } = options;
+  const { group, resource } = info;
+  // The client left while the API server answered: its close has passed, nothing would end the upstream stream.
+  if (res.destroyed) {
+    answer.stream.destroy();
+    return;
+  }
+  res.writeHead(answer.statusCode, answer.headers);
+  // A quiet watch must still start, as the API server starts it.
+  res.flushHeaders();
+  // The judge of the table the request was judged under; registering retargets it to the current one.
+  const relay = new WatchRelay(answer.stream, res, { judge: entry.view.eventJudge(group, resource), bookmarks, onFiltered: entry.metrics.countFilteredEvent }, () => {
+    unregister();
+    entry.metrics.openWatches.dec();
+  });
+  const unregister = controller.registerWatch({
+    cluster: entry.view.name,
+    group,
+    resource,
+    // What the shard's part of the selector carries: a table that revokes any of it ends this watch.
+    carries: entry.view.carries(group, resource),
+    expire: () => relay.expire(),
+    retarget: (view) => {
+      relay.filter.judge = view.eventJudge(group, resource);
+    },
+  });
+  entry.metrics.openWatches.inc();
 }
