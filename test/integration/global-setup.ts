@@ -21,7 +21,8 @@ export default async function setup(project: TestProject): Promise<() => Promise
   // Checked before anything starts: an unknown version fails the run at once, naming the variable.
   const kubeVersion = selectKubeVersion(undefined, process.env);
   const started = Date.now();
-  await promisify(execFile)(process.execPath, [join('node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json']);
+  // The package's own build, which leaves the CLI executable: `npx ctrlmesh` runs it as a program after the tests.
+  await promisify(execFile)('npm', ['run', '--silent', 'build']);
   say(`dist/ built in ${((Date.now() - started) / 1000).toFixed(1)} s`);
   const dir = await mkdtemp(join(tmpdir(), 'ctrlmesh-testbed-'));
   // Interrupted, vitest exits without teardown: the kernel then kills the servers (see src/dev/server-process.ts),
