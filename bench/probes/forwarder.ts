@@ -10,7 +10,8 @@
  * proxy reads its `--credentials`.
  *
  * With `h2-watches`, watches go instead as streams of a few node:http2 connections (as many streams on each as the
- * server allows), as ctrlmesh's do: the floor of a Node proxy for a storm of watches opened at once.
+ * server allows), as ctrlmesh's do, with the `AsyncResource#bind` ctrlmesh's proxy uses (src/runtime/async-bind.ts):
+ * the floor of a Node proxy for a storm of watches opened at once.
  *
  * Prints `forwarder listening on <port>` once it accepts connections. Started with
  * `--expose-gc --import gc-memory.js` it answers SIGUSR2 with its memory after a forced GC, like the ctrlmesh proxy.
@@ -20,12 +21,15 @@ import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Serv
 import { connect, constants, type ClientHttp2Session } from 'node:http2';
 import { Pool } from 'undici';
 import { loadCredentials } from '../../src/proxy/upstream/credentials.js';
+import { useLeanAsyncBind } from '../../src/runtime/index.js';
 
 const [upstream, caFile, kubeconfig, port, mode] = process.argv.slice(2);
 if (!upstream || !caFile || !kubeconfig || !port || (mode !== undefined && mode !== 'h2-watches')) {
   process.stderr.write('usage: forwarder <https://api-server> <ca file> <kubeconfig> <port> [h2-watches]\n');
   process.exit(2);
 }
+// The floor is the best a Node proxy can do: what ctrlmesh's proxy does to Node's runtime, it does too.
+if (mode === 'h2-watches') useLeanAsyncBind();
 const [credentials] = loadCredentials(kubeconfig).values();
 const tls = {
   ca: readFileSync(caFile, 'utf8'),
