@@ -141,3 +141,14 @@ export class UnjudgedListError extends CtrlmeshError {
     this.name = 'UnjudgedListError';
   }
 }
+
+/**
+ * A body the proxy must read to judge a request (a leader-election lock's) is one it cannot read with certainty: a
+ * media type it does not read (415), or a body that is malformed or ambiguous in its own (400). Never forwarded.
+ */
+export class UnreadableBodyError extends CtrlmeshError {
+  constructor(readonly statusCode: 400 | 415, message: string) {
+    super(ErrorCodes.PROXY_REQUEST, message);
+    this.name = 'UnreadableBodyError';
+  }
+}

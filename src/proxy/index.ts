@@ -15,7 +15,7 @@ export { EXPIRED_EVENT, WatchEventFilter } from './request/watch-filter.js';
 export { startEgressProxy } from './egress/egress-proxy.js';
 export { FileRouteSource } from './routes/file-route-source.js';
 export { createKubeconfigWriter } from './routes/kubeconfig-writer.js';
-export { LockRenamer } from './routes/leader-election.js';
+export { LockRenamer, shardLockName } from './routes/leader-election.js';
 export { NatsRouteSource } from './routes/nats-route-source.js';
 export { operatorKubeconfig } from './routes/operator-kubeconfig.js';
 export { type RouteSource, type RouteSourceHandlers } from './routes/route-source.js';

@@ -6,6 +6,7 @@ import { resolveTool } from '../../src/dev/index.js';
 import { HASH_LABEL, bucket, clusterRoute, namespaceOutside, routeTable, settles, startTestProxy, type TestProxy } from './helpers/proxy.js';
 import { rawRequest, type RawResponse } from './helpers/raw-http.js';
 import { cluster, kubeConfigFor, testbed, uniqueName } from './helpers/testbed.js';
+import { shardLockName } from '../../src/proxy/index.js';
 
 /** The namespace name with some of its letters %-escaped so that the raw text falls in another bucket than the name. */
 function encodedInto(name: string, avoid: number): { raw: string; bucket: number } {
@@ -157,7 +158,7 @@ describe('the proxy as a trust boundary: no way out of a shard', () => {
     const other = await send('POST', `/apis/coordination.k8s.io/v1/namespaces/${operatorNs}/leases`, { headers: { 'content-type': 'application/json' }, body: lease(operatorNs, 'not-the-lock') });
     expect(other.status).toBe(403);
     const stored = await kubeConfigFor(a).makeApiClient(CoordinationV1Api).listNamespacedLease({ namespace: operatorNs });
-    expect(stored.items.map((l) => l.metadata?.name)).toEqual(['demo-leader---shard-1']);
+    expect(stored.items.map((l) => l.metadata?.name)).toEqual([shardLockName('demo-leader', 'shard-1')]);
     await victimUntouched();
   });
 

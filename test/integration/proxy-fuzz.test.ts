@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { seededRandom } from '../../bench/harness.js';
 import { startApiServer, writeKubeconfig, type ApiServerHandle } from '../../src/dev/index.js';
 import { parseSelector } from '../../src/sharding/index.js';
+import { shardLockName } from '../../src/proxy/index.js';
 import { HASH_LABEL, bucket, clusterRoute, namespaceOutside, routeTable, silent, startTestProxy, type TestProxy } from './helpers/proxy.js';
 import { rawRequest } from './helpers/raw-http.js';
 import { kubeConfigFor, testbed, uniqueName } from './helpers/testbed.js';
@@ -168,7 +169,7 @@ describe('differential fuzz: the API server as the oracle', () => {
       const ns = e.objectRef?.namespace;
       if (ns === undefined || ns === '' || owned.has(bucket(ns))) return false;
       if (e.verb === 'list' || e.verb === 'watch' || e.verb === 'deletecollection') return !ownedOnly(e.requestURI);
-      const lock = ns === operatorNs && ['leases', 'configmaps', 'endpoints'].includes(e.objectRef?.resource ?? '') && e.objectRef?.name === `${LOCK}---shard-1` && e.objectRef.subresource === undefined;
+      const lock = ns === operatorNs && ['leases', 'configmaps', 'endpoints'].includes(e.objectRef?.resource ?? '') && e.objectRef?.name === shardLockName(LOCK, 'shard-1') && e.objectRef.subresource === undefined;
       return !lock;
     });
     const byVerb: Record<string, number> = {};

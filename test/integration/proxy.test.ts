@@ -7,6 +7,7 @@ import { ClusterUpstream } from '../../src/proxy/upstream/upstream.js';
 import { deadline } from '../../src/runtime/index.js';
 import { HASH_LABEL, bucket, clusterRoute, namespaceOutside, routeTable, settles, silent, startTestProxy, type TestProxy } from './helpers/proxy.js';
 import { cluster, kubeConfigFor, testbed, uniqueName } from './helpers/testbed.js';
+import { shardLockName } from '../../src/proxy/index.js';
 
 async function failure(call: Promise<unknown>): Promise<{ code: number; body: { message?: string; reason?: string } }> {
   try {
@@ -266,7 +267,7 @@ describe('the proxy in front of real API servers, with a static route table', ()
     const created = await coordination.createNamespacedLease({ namespace: operatorNs, body: { metadata: { name: 'demo-leader' }, spec: { holderIdentity: 'pod-0' } } });
     expect(created.metadata?.name).toBe('demo-leader');
     const direct = kubeConfigFor(a).makeApiClient(CoordinationV1Api);
-    const stored = await direct.readNamespacedLease({ name: 'demo-leader---shard-1', namespace: operatorNs });
+    const stored = await direct.readNamespacedLease({ name: shardLockName('demo-leader', 'shard-1'), namespace: operatorNs });
     expect(stored.spec?.holderIdentity).toBe('pod-0');
     expect((await failure(direct.readNamespacedLease({ name: 'demo-leader', namespace: operatorNs }))).code).toBe(404);
     const read = await coordination.readNamespacedLease({ name: 'demo-leader', namespace: operatorNs });
@@ -274,7 +275,7 @@ describe('the proxy in front of real API servers, with a static route table', ()
     read.spec = { ...read.spec, holderIdentity: 'pod-1' };
     const replaced = await coordination.replaceNamespacedLease({ name: 'demo-leader', namespace: operatorNs, body: read });
     expect(replaced.metadata?.name).toBe('demo-leader');
-    expect((await direct.readNamespacedLease({ name: 'demo-leader---shard-1', namespace: operatorNs })).spec?.holderIdentity).toBe('pod-1');
+    expect((await direct.readNamespacedLease({ name: shardLockName('demo-leader', 'shard-1'), namespace: operatorNs })).spec?.holderIdentity).toBe('pod-1');
   });
 
   it('carries many watches as streams of a few connections to the API server, which outlive the watches', async () => {

@@ -2,7 +2,7 @@ import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import type { OutgoingHttpHeaders } from 'node:http';
 import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
-import { BodyTooLargeError, UnjudgedListError } from '../../errors.js';
+import { BodyTooLargeError, UnjudgedListError, UnreadableBodyError } from '../../errors.js';
 import type { RouteController } from '../routes/route-controller.js';
 import type { ClusterEntry } from '../routes/route-state.js';
 import type { ResourceSelection } from '../routes/shard-view.js';
@@ -11,7 +11,7 @@ import { judgeObjectWrite, sendJudgedObject } from './by-object.js';
 import { failureAnswer, forward, sendRestored, type UpstreamResponse } from './forward.js';
 import { judgeList } from './list-filter.js';
 import { isPipelined, untilTurn } from './pipelined.js';
-import { isRefusal, isWrite, parseApiRequest, readBoundedBody, type HeaderPolicy, type RequestInfo, type ResourceRequest } from './parse/index.js';
+import { isRefusal, isWrite, parseApiRequest, readBoundedBytes, type HeaderPolicy, type RequestInfo, type ResourceRequest } from './parse/index.js';
 import { sendStatus, statusBody, statusFor, tableChanged, type KubeStatus } from './status.js';
 import { readableAccept, shardQuery } from './shard-query.js';
 import { relayWatch } from './watch-relay.js';
@@ -96,9 +96,6 @@ export function createApiHandler(options: ApiHandlerOptions): (request: FastifyR
     if (state === undefined) {
       return sendStatus(reply, statusBody(503, 'ServiceUnavailable', 'the proxy has no route table yet; retry shortly'), 1);
     }
-    if (state.leasePending) {
-      return sendStatus(reply, statusBody(503, 'ServiceUnavailable', 'the proxy is waiting for the hub to extend its lease; retry shortly'), 1);
-    }
     const parsed = parseApiRequest(request.method, request.raw.url ?? '/');
     if (isRefusal(parsed)) {
       state.home?.metrics.observe('invalid', '', parsed.code, (performance.now() - started) / 1000);
@@ -114,9 +111,9 @@ export function createApiHandler(options: ApiHandlerOptions): (request: FastifyR
     const verb = info.kind === 'resource' ? info.verb : 'nonresource';
     const resource = info.kind === 'resource' ? info.resource : '';
     const observe = (code: number): void => entry.metrics.observe(verb, resource, code, (performance.now() - started) / 1000);
-    const refuse = (status: KubeStatus): FastifyReply => {
+    const refuse = (status: KubeStatus, retryAfterSeconds?: number): FastifyReply => {
       observe(status.code);
-      return sendStatus(reply, status);
+      return sendStatus(reply, status, retryAfterSeconds);
     };
 
     if (guard?.applies(info) && (await guard.judge({ cluster: clusterName, info, reply }))) {
@@ -125,14 +122,14 @@ export function createApiHandler(options: ApiHandlerOptions): (request: FastifyR
     }
     const renamer = state.renamer;
     let path = parsed.path;
-    let body: string | undefined;
+    let body: string | Buffer | undefined;
     let contentType: string | undefined;
     let lock = false;
     /** The client's body, at most maxBodyBytes; a larger one is answered 413 (the returned reply). */
-    const readBody = async (): Promise<string | FastifyReply> => {
-      if (request.body === undefined || request.body === null) return '';
+    const readBody = async (): Promise<Buffer | FastifyReply> => {
+      if (request.body === undefined || request.body === null) return Buffer.alloc(0);
       try {
-        return await readBoundedBody(request.body as Readable, requests.maxBodyBytes, request.headers['content-length']);
+        return await readBoundedBytes(request.body as Readable, requests.maxBodyBytes, request.headers['content-length']);
       } catch (err) {
         if (err instanceof BodyTooLargeError) {
           // The rest of the body stays unread: the connection cannot carry another request.
@@ -144,6 +141,9 @@ export function createApiHandler(options: ApiHandlerOptions): (request: FastifyR
     };
     if (info.kind === 'resource') {
       const concerns = renamer?.concerns(info);
+      if (concerns === 'foreign') {
+        return refuse(statusFor(403, `${info.resource} "${info.name ?? ''}" in namespace "${info.namespace ?? ''}" is a shard's leader-election lock: a shard reads and takes only its own, by the name "${renamer?.original ?? ''}"`));
+      }
       const namespaceCreate = isNamespaceCreate(info);
       // Bodies read to judge the request: the lock's (its name is renamed, in a create's body or an update's) and a
       // Namespace create's (its name is its bucket). Whatever was read is what is forwarded.
@@ -151,30 +151,42 @@ export function createApiHandler(options: ApiHandlerOptions): (request: FastifyR
         if (namespaceCreate && !isJson(request.headers['content-type'])) {
           return refuse(statusFor(415, 'a Namespace create must be sent as JSON: the proxy reads its name to judge its bucket'));
         }
+        let read: Buffer | undefined;
         if (request.body !== undefined && request.body !== null) {
-          const read = await readBody();
-          if (typeof read !== 'string') return read;
-          body = read;
+          const bytes = await readBody();
+          if (!Buffer.isBuffer(bytes)) return bytes;
+          read = bytes;
         }
         if (concerns !== undefined && renamer) {
-          const renamed = body === undefined ? undefined : renamer.renameBody(body);
-          lock = concerns === 'path' || renamed !== body;
-          body = renamed;
+          try {
+            const renamed = read === undefined ? undefined : renamer.renameBody(read, request.headers['content-type']);
+            lock = concerns === 'path' || renamed?.renamed === true;
+            body = renamed?.body;
+          } catch (err) {
+            if (err instanceof UnreadableBodyError) return refuse(statusFor(err.statusCode, err.message));
+            throw err;
+          }
           if (concerns === 'path') path = renamer.renamePath(path);
         }
-        if (namespaceCreate) info = { ...info, namespace: namespaceCreated(body ?? '') };
+        if (namespaceCreate) {
+          body = read?.toString('utf8');
+          info = { ...info, namespace: namespaceCreated(body ?? '') };
+        }
       }
     }
+    // Only the shard's own lock is served by a proxy that cannot tell what it owns: its leader stays elected (a lost
+    // election stops a controller-runtime operator) while nothing else is read or written.
+    if (state.unsure !== undefined && !lock) return refuse(statusBody(503, 'ServiceUnavailable', state.unsure), 1);
     // A lock is the shard's own: it lives in the operator's namespace, whatever bucket that is.
     const decision = lock ? { kind: 'forward' as const } : decide(info, entry.view, state.table.shard);
     if (decision.kind === 'deny') return refuse(decision.body);
     const byObject = decision.byObject === true && info.kind === 'resource' ? info : undefined;
     if (byObject && (byObject.verb === 'update' || byObject.verb === 'patch' || byObject.verb === 'delete')) {
       const read = body ?? (await readBody());
-      if (typeof read !== 'string') return read;
+      if (typeof read !== 'string' && !Buffer.isBuffer(read)) return read;
       let judged: Awaited<ReturnType<typeof judgeObjectWrite>>;
       try {
-        judged = await judgeObjectWrite({ entry, info: { ...byObject, verb: byObject.verb }, shard: state.table.shard, contentType: request.headers['content-type'], body: read });
+        judged = await judgeObjectWrite({ entry, info: { ...byObject, verb: byObject.verb }, shard: state.table.shard, contentType: request.headers['content-type'], body: read.toString('utf8') });
       } catch (err) {
         logger.warn({ err, cluster: clusterName }, 'could not read an object sharded by uid before writing it');
         return refuse(statusFor(503, `cluster "${clusterName}": the proxy could not read the object to judge this write: ${(err as Error).message}`));
@@ -194,7 +206,7 @@ export function createApiHandler(options: ApiHandlerOptions): (request: FastifyR
     }
     // A list from a cluster whose objects carry no labels: the proxy reads its head (the echo) or all of it.
     const judged = sharded?.verb === 'list' && selection !== undefined && (selection.shardSelector !== undefined || selection.filterLists) ? selection : undefined;
-    const accept = shardedWatch || judged || judgedObject ? readableAccept(query, request.headers.accept) : undefined;
+    const accept = lock && renamer ? renamer.accept(request.headers.accept) : shardedWatch || judged || judgedObject ? readableAccept(query, request.headers.accept) : undefined;
     // Every answer the proxy reads must come unencoded, a sharded watch's events included. An answer it passes on to a
     // client that takes no encoding is asked for as gzip and decoded: cheaper for a long list (gzip-answer.ts).
     const encoding =

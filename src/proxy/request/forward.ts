@@ -8,7 +8,7 @@ import type { LockRenamer } from '../routes/leader-election.js';
 import type { ClusterEntry } from '../routes/route-state.js';
 import type { Http2WatchPool } from '../upstream/http2-watches.js';
 import { ClientRequestError, CtrlmeshError, ErrorCodes, UpstreamTimeoutError } from '../../errors.js';
-import { readBoundedBody, stripHeaders, type HeaderPolicy } from './parse/index.js';
+import { readBoundedBytes, stripHeaders, type HeaderPolicy } from './parse/index.js';
 import { statusBody, statusFor, type KubeStatus } from './status.js';
 
 /** The upstream answer reply-from hands over. */
@@ -24,7 +24,7 @@ export interface ForwardPlan {
   /** The query the proxy judged, serialized. */
   query: string;
   /** A replacement body (read to be judged, or a renamed lock); undefined = the client's body streams through. */
-  body: string | undefined;
+  body: string | Buffer | undefined;
   /** The replacement body's type, when the proxy changed it (default: the client's). */
   contentType?: string | undefined;
   /** Replaces the client's Accept (watches the proxy filters must be JSON). */
@@ -164,7 +164,7 @@ export function failureAnswer(err: unknown, cluster: string, breakerRetryAfterSe
 
 /** Sends a lock's response with its name restored. */
 export async function sendRestored(reply: FastifyReply, res: UpstreamResponse, renamer: LockRenamer, maxBytes: number): Promise<void> {
-  const body = renamer.restoreBody(await readBoundedBody(res.stream, maxBytes));
+  const body = renamer.restoreBody(await readBoundedBytes(res.stream, maxBytes));
   reply.removeHeader('content-length');
   await reply.send(body);
 }

@@ -67,8 +67,8 @@ export function createUpgradeHandler(options: { controller: RouteController; log
     if (announcesBody(req.rawHeaders)) return endWithStatus(socket, statusFor(400, 'an upgrade request carries no body (Content-Length or Transfer-Encoding)'));
     const state = controller.current;
     if (state === undefined) return endWithStatus(socket, statusBody(503, 'ServiceUnavailable', 'the proxy has no route table yet'));
-    // As on the API route: a proxy still waiting for its first lease extension answers 503, not as a shard owning nothing.
-    if (state.leasePending) return endWithStatus(socket, statusBody(503, 'ServiceUnavailable', 'the proxy is waiting for the hub to extend its lease; retry shortly'));
+    // As on the API route: a proxy that cannot tell what it owns answers 503, not as a shard owning nothing.
+    if (state.unsure !== undefined) return endWithStatus(socket, statusBody(503, 'ServiceUnavailable', state.unsure));
     const parsed = parseApiRequest(req.method ?? 'GET', req.url ?? '/');
     if (isRefusal(parsed)) return endWithStatus(socket, statusFor(parsed.code, parsed.message));
     const { info } = parsed;

@@ -58,7 +58,7 @@ export function createWatchPath(options: WatchPathOptions): (req: IncomingMessag
     if (res.socket === null || hasBody(req)) return undefined;
     const started = performance.now();
     const state = controller.current;
-    if (state === undefined || state.leasePending) return undefined;
+    if (state === undefined || state.unsure !== undefined) return undefined;
     const parsed = parseApiRequest('GET', req.url ?? '/');
     if (isRefusal(parsed) || parsed.info.kind !== 'resource' || parsed.info.verb !== 'watch') return undefined;
     const info = parsed.info;

@@ -1,30 +1,80 @@
+import { createHash } from 'node:crypto';
+import { UnreadableBodyError } from '../../errors.js';
+import { isProtobufBody, ProtobufBodyError, protobufObjectName, PROTOBUF_TYPE, withProtobufObjectName } from '../../kube/protobuf.js';
 import { encodeSegment, type ResourceRequest } from '../request/parse/index.js';
 
 /** The resources client-go's leader election uses as locks: Lease, ConfigMap, Endpoints. */
 const LOCK_RESOURCES = new Set(['coordination.k8s.io/leases', '/configmaps', '/endpoints']);
 
+/** The longest object name the API server takes for a lock (a DNS subdomain). */
+const MAX_NAME = 253;
+/** Hex digits of the shard's digest in a lock's name: what keeps two shards' locks apart whatever the truncation. */
+const DIGEST_CHARS = 10;
+
+/**
+ * The name shard `shard`'s lock `original` gets on the API server: `<original>.<cluster>.<config>-<digest>`. It is a
+ * DNS subdomain (a shard name's `/` is not allowed in one), at most 253 characters, the same for the same (original,
+ * shard) whoever computes it, and unlike any other shard's (the digest covers both names exactly; the readable part
+ * is cut, never the digest).
+ */
+export function shardLockName(original: string, shard: string): string {
+  const readable = readableName(`${original}.${shard.replace(/\//gu, '.')}`);
+  return `${readable === '' ? 'lock' : readable}-${shardDigest(original, shard)}`;
+}
+
+function shardDigest(original: string, shard: string): string {
+  return createHash('sha256').update(`${original}\n${shard}`).digest('hex').slice(0, DIGEST_CHARS);
+}
+
+/** `text` as a DNS subdomain short enough for a digest to follow: lower case, labels of letters, digits and inner `-`. */
+function readableName(text: string): string {
+  return text
+    .toLowerCase()
+    .replace(/[^a-z0-9.-]+/gu, '-')
+    .split('.')
+    .map((label) => label.replace(/^-+|-+$/gu, ''))
+    .filter((label) => label !== '')
+    .join('.')
+    .slice(0, MAX_NAME - DIGEST_CHARS - 1)
+    .replace(/[.-]+$/u, '');
+}
+
+/** How the proxy takes a request in the operator's namespace on a lock resource. */
+export type LockConcern =
+  /** The lock itself, by its name in the path: renamed in path and body. */
+  | 'path'
+  /** A create sent to the collection: the lock if its body names it. */
+  | 'body'
+  /** Another shard's renamed lock, or this shard's by its renamed name: refused, so no shard reads or takes another's. */
+  | 'foreign';
+
 /**
  * Gives every shard its own leader: a lock named `<leaderElectionName>` in the operator's namespace becomes
- * `<leaderElectionName>---<shard>` on the way to the API server (path and body) and is named back on the way out.
+ * {@link shardLockName} on the way to the API server (path and body, JSON or protobuf) and is named back in the
+ * object the API server answers with. A Status answer is passed on as it is, naming the lock the API server saw.
  * Only there: the same name in any other namespace is an ordinary object, judged by its bucket.
  */
 export class LockRenamer {
   readonly original: string;
   readonly renamed: string;
   readonly namespace: string;
-  private readonly quotedRenamed: string;
+  /** The names every shard's renamed lock of this name takes. */
+  private readonly anyShardLock: RegExp;
 
   constructor(options: { leaderElectionName: string; shard: string; namespace: string }) {
     this.original = options.leaderElectionName;
-    this.renamed = `${options.leaderElectionName}---${options.shard}`;
+    this.renamed = shardLockName(options.leaderElectionName, options.shard);
     this.namespace = options.namespace;
-    this.quotedRenamed = JSON.stringify(this.renamed);
+    const prefix = readableName(options.leaderElectionName).replace(/[.]/gu, '\\.');
+    this.anyShardLock = new RegExp(`^${prefix}\\..*-[0-9a-f]{${DIGEST_CHARS}}$`, 'u');
   }
 
-  /** Whether this request is about the lock: by its path, or (for a create) possibly by its body. */
-  concerns(info: ResourceRequest): 'path' | 'body' | undefined {
+  /** Whether this request is about a lock: by its path, or (for a create) possibly by its body. */
+  concerns(info: ResourceRequest): LockConcern | undefined {
     if (info.namespace !== this.namespace) return undefined;
-    if (!LOCK_RESOURCES.has(`${info.group}/${info.resource}`) || info.subresource !== undefined) return undefined;
+    if (!LOCK_RESOURCES.has(`${info.group}/${info.resource}`)) return undefined;
+    if (info.name !== undefined && this.anyShardLock.test(info.name)) return 'foreign';
+    if (info.subresource !== undefined) return undefined;
     if (info.name === this.original) return 'path';
     // Only a create sent to the collection names its object in the body (a POST to a named path is not one).
     return info.verb === 'create' && info.name === undefined ? 'body' : undefined;
@@ -35,26 +85,65 @@ export class LockRenamer {
     return `${path.slice(0, path.lastIndexOf('/') + 1)}${encodeSegment(this.renamed)}`;
   }
 
-  /** The request body with metadata.name renamed; other bodies unchanged. */
-  renameBody(body: string): string {
-    const object = parseObject(body);
-    const metadata = object?.metadata as Record<string, unknown> | undefined;
-    if (metadata?.name !== this.original) return body;
+  /**
+   * The request body with metadata.name renamed (`renamed`: whether it named the lock); any other body as it came.
+   * Throws UnreadableBodyError for a body the proxy cannot read with certainty: it is never forwarded.
+   */
+  renameBody(body: Buffer, contentType: string | undefined): { body: Buffer; renamed: boolean } {
+    if (body.length === 0) return { body, renamed: false };
+    const media = mediaOf(contentType);
+    if (media === 'protobuf') {
+      const name = readProtobuf(() => protobufObjectName(body));
+      if (name !== this.original) return { body, renamed: false };
+      return { body: readProtobuf(() => withProtobufObjectName(body, this.renamed)), renamed: true };
+    }
+    if (media !== 'json') {
+      throw new UnreadableBodyError(415, `a body of a lock in namespace "${this.namespace}" must be JSON or protobuf, not "${contentType ?? ''}": the proxy reads its name to give each shard its own lock`);
+    }
+    const object = parseObject(body.toString('utf8'));
+    if (object === undefined) throw new UnreadableBodyError(400, `the body of a lock in namespace "${this.namespace}" is not a JSON object`);
+    const metadata = object.metadata as Record<string, unknown> | undefined;
+    if (typeof metadata !== 'object' || metadata === null || metadata.name !== this.original) return { body, renamed: false };
     metadata.name = this.renamed;
-    return JSON.stringify(object);
+    return { body: Buffer.from(JSON.stringify(object)), renamed: true };
   }
 
-  /** The response body with the renamed name put back (the object's name, or a Status' details.name). */
-  restoreBody(body: string): string {
-    if (!body.includes(this.quotedRenamed)) return body;
-    const object = parseObject(body);
-    if (object === undefined) return body;
-    for (const key of ['metadata', 'details'] as const) {
-      const part = object[key] as Record<string, unknown> | undefined;
-      if (part?.name === this.renamed) part.name = this.original;
+  /** The Accept sent for a lock: the client's protobuf where it takes it, else JSON; never a type the proxy cannot rename back. */
+  accept(clientAccept: string | undefined): string {
+    return clientAccept !== undefined && clientAccept.toLowerCase().includes(PROTOBUF_TYPE) ? `${PROTOBUF_TYPE}, application/json` : 'application/json';
+  }
+
+  /** The answer's object with the original name put back; a Status, or any object not the renamed lock, as it came. */
+  restoreBody(body: Buffer): Buffer {
+    if (isProtobufBody(body)) {
+      try {
+        return protobufObjectName(body) === this.renamed ? withProtobufObjectName(body, this.original) : body;
+      } catch (err) {
+        if (err instanceof ProtobufBodyError) return body;
+        throw err;
+      }
     }
-    if (typeof object.message === 'string') object.message = object.message.split(this.renamed).join(this.original);
-    return JSON.stringify(object);
+    const object = parseObject(body.toString('utf8'));
+    const metadata = object?.metadata as Record<string, unknown> | undefined;
+    if (object === undefined || metadata?.name !== this.renamed) return body;
+    metadata.name = this.original;
+    return Buffer.from(JSON.stringify(object));
+  }
+}
+
+/** The media types a lock's body may come in: JSON (of any patch kind) or protobuf. */
+function mediaOf(contentType: string | undefined): 'json' | 'protobuf' | undefined {
+  const type = (contentType ?? '').split(';')[0]!.trim().toLowerCase();
+  if (type === PROTOBUF_TYPE) return 'protobuf';
+  return type === 'application/json' || /^application\/[a-z-]+\+json$/u.test(type) ? 'json' : undefined;
+}
+
+function readProtobuf<T>(read: () => T): T {
+  try {
+    return read();
+  } catch (err) {
+    if (err instanceof ProtobufBodyError) throw new UnreadableBodyError(400, `the lock's ${err.message}`);
+    throw err;
   }
 }
 

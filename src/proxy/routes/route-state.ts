@@ -25,12 +25,13 @@ export class RouteState {
   readonly table: RouteTable;
   readonly fenced: boolean;
   /**
-   * Fenced because no lease extension has reached this process yet (it is starting): requests are answered 503, not
-   * as a shard owning nothing. An operator starting beside the proxy would otherwise list an empty shard and, if the
-   * first extension came between its list and its watch, watch from that list's version under the wider selector and
-   * never see the objects that already exist.
+   * Why the proxy cannot tell what its shard owns (fenced: its lease ran out, or no extension has reached this
+   * process yet), or undefined when it can. Requests other than the shard's own leader-election lock are then answered
+   * 503, never as a shard owning nothing: an informer re-listing a fenced proxy would take the empty answer as every
+   * object deleted, and an operator starting beside it would list an empty shard and, if the first extension came
+   * between its list and its watch, never see the objects that already exist (proxy-fence.test.ts).
    */
-  readonly leasePending: boolean;
+  readonly unsure: string | undefined;
   readonly clusters: ReadonlyMap<string, ClusterEntry>;
   readonly home: ClusterEntry | undefined;
   readonly renamer: LockRenamer | undefined;
@@ -45,7 +46,11 @@ export class RouteState {
     const { table, fenced, link } = options;
     this.table = table;
     this.fenced = fenced;
-    this.leasePending = fenced && options.leasePending === true;
+    this.unsure = !fenced
+      ? undefined
+      : options.leasePending === true
+        ? 'the proxy is waiting for the hub to extend its lease; retry shortly'
+        : 'the proxy is fenced: its lease from the hub ran out, so it cannot tell what its shard owns; retry shortly';
     this.clusters = new Map(
       table.clusters.map((route) => [route.name, { ...link(route), view: new ClusterShardView({ table, route, fenced }) }]),
     );

@@ -263,6 +263,27 @@ describe('createApiHandler', () => {
     expect((await app.inject({ method: 'GET', url: `/apis/coordination.k8s.io/v1/namespaces/${UNOWNED}/leases/leader` })).statusCode).toBe(404);
   });
 
+  it('keeps forwarding the shard\'s own lock while fenced, and only it', async () => {
+    const { app, source, table, controller } = await harness({ leased: true });
+    source.handlers!.onRenewal(now);
+    source.handlers!.onTable(table(2, { leaderElectionName: 'leader' }));
+    now += LEASE_SECONDS * 1000 + 1;
+    vi.advanceTimersByTime(1000);
+    expect(controller.current?.fenced).toBe(true);
+    // A lost election stops a controller-runtime operator: its renewals go on while nothing else is served.
+    expectForwarded(await app.inject({ method: 'GET', url: '/apis/coordination.k8s.io/v1/namespaces/op/leases/leader' }));
+    const other = await app.inject({ method: 'GET', url: '/apis/coordination.k8s.io/v1/namespaces/op/leases/other' });
+    expect(other.statusCode).toBe(503);
+    // Another body on a lock create is not the lock: judged as any create, so refused while fenced.
+    const create = await app.inject({
+      method: 'POST',
+      url: '/apis/coordination.k8s.io/v1/namespaces/op/leases',
+      payload: '{"metadata":{"name":"other"}}',
+      headers: { 'content-type': 'application/json' },
+    });
+    expect(create.statusCode).toBe(503);
+  });
+
   it('refuses with 503 a request judged by a table replaced before it was sent', async () => {
     let swap: (() => void) | undefined;
     const { app, source, table } = await harness({
@@ -301,7 +322,7 @@ describe('createApiHandler', () => {
     expectForwarded(await app.inject({ method: 'GET', url: `/api/v1/namespaces/${OWNED}/configmaps` }));
   });
 
-  it('stops sending the moment the lease runs out, before the fence timer notices, then serves nothing', async () => {
+  it('stops sending the moment the lease runs out, before the fence timer notices, then answers 503', async () => {
     const { app, upgrade, source, table, controller } = await harness({ leased: true });
     source.handlers!.onRenewal(now);
     source.handlers!.onTable(table(2));
@@ -321,10 +342,18 @@ describe('createApiHandler', () => {
 
     vi.advanceTimersByTime(100);
     expect(controller.current?.fenced).toBe(true);
-    // Fenced: the shard owns nothing, so single objects are refused; lists still go, with a selector matching nothing.
-    expect((await app.inject({ method: 'GET', url: owned })).statusCode).toBe(404);
-    expect((await app.inject({ method: 'PUT', url: owned, payload: '{}', headers: { 'content-type': 'application/json' } })).statusCode).toBe(403);
-    expectForwarded(await app.inject({ method: 'GET', url: `/api/v1/namespaces/${OWNED}/configmaps` }));
+    // Fenced: the proxy cannot tell what its shard owns, so reads, lists, watches and writes are answered 503 with
+    // Retry-After, never as an empty shard (an informer would take an empty list for every object deleted).
+    for (const answer of [
+      await app.inject({ method: 'GET', url: owned }),
+      await app.inject({ method: 'PUT', url: owned, payload: '{}', headers: { 'content-type': 'application/json' } }),
+      await app.inject({ method: 'GET', url: `/api/v1/namespaces/${OWNED}/configmaps` }),
+      await app.inject({ method: 'GET', url: '/api/v1/configmaps?watch=true' }),
+    ]) {
+      expect(answer.statusCode).toBe(503);
+      expect(answer.headers.get('retry-after')).toBe('1');
+      expect(status(answer).message).toContain('fenced');
+    }
 
     // A renewal asked for after the lease ran out unfences the same table.
     source.handlers!.onRenewal(now);

@@ -9,11 +9,16 @@ export const DEFAULT_MAX_BODY_BYTES = 3 * 1024 * 1024;
  * is read, a longer stream as soon as it passes it. The rest is left unread (not destroyed), so the 413 still
  * reaches the client; the caller closes the connection after it.
  */
-export function readBoundedBody(stream: Readable, limit: number, declaredLength?: string): Promise<string> {
+export async function readBoundedBody(stream: Readable, limit: number, declaredLength?: string): Promise<string> {
+  return (await readBoundedBytes(stream, limit, declaredLength)).toString('utf8');
+}
+
+/** {@link readBoundedBody} as bytes: for a body that is not text (protobuf). */
+export function readBoundedBytes(stream: Readable, limit: number, declaredLength?: string): Promise<Buffer> {
   if (declaredLength !== undefined && Number(declaredLength) > limit) return Promise.reject(new BodyTooLargeError(limit));
   return new Promise((resolve, reject) => {
     collectUpTo(stream, limit, {
-      whole: (chunks) => resolve(Buffer.concat(chunks).toString('utf8')),
+      whole: (chunks) => resolve(Buffer.concat(chunks)),
       over: () => reject(new BodyTooLargeError(limit)),
       failed: reject,
     });

@@ -1,4 +1,4 @@
-export { DEFAULT_MAX_BODY_BYTES, collectUpTo, readBoundedBody } from './body.js';
+export { DEFAULT_MAX_BODY_BYTES, collectUpTo, readBoundedBody, readBoundedBytes } from './body.js';
 export { HOP_BY_HOP, keptRawHeaders, stripHeaders, type HeaderPolicy } from './headers.js';
 export { encodeSegment } from './percent.js';
 export { isRefusal, parseApiRequest, type ApiRequest } from './parse.js';
