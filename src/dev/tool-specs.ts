@@ -1,7 +1,14 @@
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { DEFAULT_KUBE_VERSION, type KubeVersion } from './kube-versions.js';
+import { packageRoot } from './package-root.js';
 
-/** The test servers and clients (and helm, which checks the charts) ControllerMesh builds from pinned Go modules. */
-export const TOOL_NAMES = ['etcd', 'nats-server', 'kube-apiserver', 'kubectl', 'helm'] as const;
+/**
+ * The test servers and clients (and helm, which checks the charts) ControllerMesh builds from pinned Go modules, and
+ * the controller-runtime operator the conformance suite shards.
+ */
+export const TOOL_NAMES = ['etcd', 'nats-server', 'kube-apiserver', 'kubectl', 'helm', 'conformance-operator'] as const;
 /** What a real node adds (`ctrlmesh dev up --node`): built only when a node is asked for. */
 export const NODE_TOOL_NAMES = ['kubelet', 'kube-proxy', 'kube-scheduler', 'kube-controller-manager', 'sample-controller'] as const;
 export type ToolName = (typeof TOOL_NAMES)[number] | (typeof NODE_TOOL_NAMES)[number];
@@ -75,6 +82,17 @@ export const TOOL_SPECS: Record<ToolName, ToolSpec> = {
   'kube-proxy': kubernetesNodeTool('kube-proxy', 'CTRLMESH_KUBE_PROXY'),
   'kube-scheduler': kubernetesNodeTool('kube-scheduler', 'CTRLMESH_KUBE_SCHEDULER'),
   'kube-controller-manager': kubernetesNodeTool('kube-controller-manager', 'CTRLMESH_KUBE_CONTROLLER_MANAGER'),
+  'conformance-operator': {
+    name: 'conformance-operator',
+    // The project's own source on a pinned controller-runtime: the version names the source, so an edit rebuilds it.
+    get version(): string {
+      return `v0.25.2-${sourceDigest('controller-runtime', ['go.mod', 'go.sum', 'conformance-operator/main.go'])}`;
+    },
+    envVar: 'CTRLMESH_CONFORMANCE_OPERATOR',
+    inKubebuilderAssets: false,
+    recipe: { kind: 'build', moduleDir: 'controller-runtime', pkg: 'ctrlmesh.dev/tools/controller-runtime/conformance-operator', ldflags: '-s -w' },
+    origin: 'sigs.k8s.io/controller-runtime v0.25.2 (tools/controller-runtime/conformance-operator)',
+  },
   'sample-controller': {
     name: 'sample-controller',
     // The newest v0.33 the Go module proxy serves (v0.33.5 and later are not published there).
@@ -119,4 +137,19 @@ function kubernetesNodeTool(name: ToolName, envVar: string): ToolSpec {
     recipe: { kind: 'build', moduleDir: 'kubernetes', pkg: `k8s.io/kubernetes/cmd/${name}`, ldflags: KUBERNETES_LDFLAGS },
     origin: 'k8s.io/kubernetes (tools/kubernetes)',
   };
+}
+
+let digests: Map<string, string> | undefined;
+
+/** The first hex digits of the digest of a wrapper module's files: read once per process. */
+function sourceDigest(moduleDir: string, files: string[]): string {
+  digests ??= new Map();
+  let digest = digests.get(moduleDir);
+  if (digest === undefined) {
+    const hash = createHash('sha256');
+    for (const file of files) hash.update(`${file}\n`).update(readFileSync(join(packageRoot(), 'tools', moduleDir, file)));
+    digest = hash.digest('hex').slice(0, 12);
+    digests.set(moduleDir, digest);
+  }
+  return digest;
 }

@@ -18,6 +18,7 @@ const loaders: readonly (readonly [name: string, load: () => Promise<Command>])[
   ['clusters', async () => (await import('./clusters.js')).clustersCommand],
   ['proxy', async () => (await import('./proxy.js')).proxyCommand],
   ['kubeconfig', async () => (await import('./kubeconfig.js')).kubeconfigCommand],
+  ['run', async () => (await import('./run.js')).runCommand],
   ['demo', async () => (await import('./demo.js')).demoCommand],
 ];
 

@@ -15,7 +15,9 @@ import {
   startProxy,
   type ProxyConfig,
   type RouteSource,
+  type RunningProxy,
 } from '../../proxy/index.js';
+import type { RouteTable } from '../../transport/index.js';
 import { durationValue, intValue, requiredString, stringList, stringValue, usableOptions, type Command, type CommandContext } from '../command.js';
 import { parseListen } from './flags.js';
 
@@ -45,15 +47,15 @@ function webhookConfig(ctx: CommandContext): ProxyConfig['webhook'] {
   };
 }
 
-function proxyConfig(ctx: CommandContext): ProxyConfig {
+function proxyConfig(ctx: CommandContext, listeners: Pick<ProxyConfig, 'api' | 'ops'>): ProxyConfig {
   const field = ProxyConfigSchema.properties;
   const breaker = field.breaker.properties;
   const egress = stringValue(ctx, 'egress-listen');
   const webhook = webhookConfig(ctx);
   return usableOptions(
     parseProxyConfig({
-      api: listenAddress(ctx, 'listen', PROXY_DEFAULTS.api),
-      ops: listenAddress(ctx, 'ops-listen', PROXY_DEFAULTS.ops),
+      api: listenAddress(ctx, 'listen', listeners.api),
+      ops: listenAddress(ctx, 'ops-listen', listeners.ops),
       ...(egress === undefined ? {} : { egress: parseListen('egress-listen', egress) }),
       upstream: {
         headersTimeoutMs: durationValue(ctx, 'upstream-timeout', PROXY_DEFAULTS.upstream.headersTimeoutMs, field.upstream.properties.headersTimeoutMs),
@@ -100,6 +102,101 @@ function routeSigners(ctx: CommandContext): string[] {
   return keys;
 }
 
+/**
+ * Starts the proxy the flags describe (listening where `listeners` says unless --listen / --ops-listen say otherwise,
+ * its table kept in --store, else `storePath`),
+ * keeping the operator's kubeconfig at `kubeconfigPath` if given. The kubeconfig names the port the proxy really
+ * listens on (`--listen 127.0.0.1:0` included): a table installed before the listener is up is written once it is.
+ */
+export async function startProxyFromFlags(
+  ctx: CommandContext,
+  options: { listeners: Pick<ProxyConfig, 'api' | 'ops'>; kubeconfigPath: string | undefined; storePath?: string },
+): Promise<RunningProxy> {
+  const config = proxyConfig(ctx, options.listeners);
+  const source = routeSource(ctx);
+  const credentials = loadCredentials(requiredString(ctx, 'credentials'));
+  const { logger } = ctx;
+  const podLabels = stringValue(ctx, 'pod-labels');
+  const { kubeconfigPath } = options;
+  let writeKubeconfig: ((table: RouteTable) => void) | undefined;
+  let installedEarly: RouteTable | undefined;
+  const proxy = await startProxy({
+    config,
+    source,
+    store: new TableStore(stringValue(ctx, 'store') ?? options.storePath ?? '.ctrlmesh/proxy-route-table.json', logger),
+    credentials,
+    logger,
+    now: Date.now,
+    // --rules files and the route table's cluster rules (those selecting this pod), merged.
+    rules: liveRulesFromFiles({ rules: stringList(ctx, 'rules'), ...(podLabels === undefined ? {} : { podLabels }), logger, now: Date.now }),
+    ...(kubeconfigPath === undefined ? {} : { onTableInstalled: (table: RouteTable) => (writeKubeconfig ? writeKubeconfig(table) : (installedEarly = table)) }),
+  });
+  if (kubeconfigPath !== undefined) {
+    writeKubeconfig = createKubeconfigWriter({ path: kubeconfigPath, proxyUrl: proxy.apiUrl, logger });
+    const table = proxy.controller.current?.table ?? installedEarly;
+    if (table) writeKubeconfig(table);
+  }
+  return proxy;
+}
+
+export const PROXY_OPTIONS: Command['options'] = {
+  'route-table': { type: 'string', valueName: 'FILE', description: 'route table JSON (as the hub publishes it)' },
+  ...natsOptions,
+  'route-signer': { type: 'string', multiple: true, valueName: 'KEY', description: "with --nats: public key of the hub's route-table signing key (repeatable) [$CTRLMESH_ROUTE_SIGNERS]" },
+  operator: { type: 'string', valueName: 'NS/NAME', description: 'with --nats: the operator (its root or hand-written ShardingConfig)' },
+  shard: { type: 'string', valueName: 'NAME', description: 'with --nats: this proxy\'s shard' },
+  'pod-name': { type: 'string', valueName: 'NAME', description: 'with --nats: name in acknowledgements (default $POD_NAME)' },
+  credentials: { type: 'string', valueName: 'FILE', description: 'kubeconfig with one context per cluster name' },
+  store: { type: 'string', valueName: 'FILE', description: 'where the last applied table is kept (default .ctrlmesh/proxy-route-table.json)' },
+  listen: { type: 'string', valueName: 'HOST:PORT', description: `API listener for the operator (default ${hostPort(PROXY_DEFAULTS.api)})` },
+  'ops-listen': { type: 'string', valueName: 'HOST:PORT', description: `/healthz /readyz /metrics (default ${hostPort(PROXY_DEFAULTS.ops)})` },
+  'egress-listen': { type: 'string', valueName: 'HOST:PORT', description: 'HTTP proxy for external REST calls (off unless given)' },
+  'write-kubeconfig': { type: 'string', valueName: 'FILE', description: "keep the operator's kubeconfig here (a context per cluster of the table)" },
+  rules: { type: 'string', multiple: true, valueName: 'FILE', description: 'CircuitBreaker / FaultInjection manifests (repeatable; re-read on change)' },
+  'pod-labels': {
+    type: 'string',
+    valueName: 'FILE',
+    description: "the pod's labels (downward API metadata.labels; re-read on change): which of the table's cluster rules select it",
+  },
+  'upstream-timeout': {
+    type: 'string',
+    valueName: 'DURATION',
+    description: `longest wait for an API server response head (default ${formatDuration(PROXY_DEFAULTS.upstream.headersTimeoutMs)})`,
+  },
+  'breaker-error-percent': { type: 'string', valueName: 'P', description: `failure percentage that opens a cluster breaker (default ${PROXY_DEFAULTS.breaker.errorThresholdPercentage})` },
+  'breaker-volume': { type: 'string', valueName: 'N', description: `requests in the window before it can open (default ${PROXY_DEFAULTS.breaker.volumeThreshold})` },
+  'breaker-reset': { type: 'string', valueName: 'DURATION', description: `open time before a half-open probe (default ${formatDuration(PROXY_DEFAULTS.breaker.resetTimeoutMs)})` },
+  'breaker-window': {
+    type: 'string',
+    valueName: 'DURATION',
+    description: `rolling window of the failure statistics (default ${formatDuration(PROXY_DEFAULTS.breaker.rollingCountTimeoutMs)})`,
+  },
+  'max-body-bytes': {
+    type: 'string',
+    valueName: 'N',
+    description: `largest body the proxy reads to judge a request (locks, Namespace creates; default ${PROXY_DEFAULTS.requests.maxBodyBytes})`,
+  },
+  'request-read-timeout': {
+    type: 'string',
+    valueName: 'DURATION',
+    description: `how long a client may take to send a whole request, head and body, before 408 (default ${formatDuration(PROXY_DEFAULTS.requests.readTimeoutMs)})`,
+  },
+  'allow-impersonation': { type: 'boolean', description: "pass the operator's Impersonate-* headers (acting with the proxy's identity's impersonate rights)" },
+  'lease-margin': { type: 'string', valueName: 'DURATION', description: `with --nats: fence this long before the lease ends (default ${formatDuration(PROXY_DEFAULTS.lease.marginMs)})` },
+  'webhook-port': { type: 'string', valueName: 'PORT', description: "the operator's admission webhook port: serve it and send each review to the owning shard" },
+  'webhook-cert-dir': { type: 'string', valueName: 'DIR', description: "with --webhook-port: the webhook's tls.crt, tls.key and optional ca.crt (reloaded on change)" },
+  'webhook-listen': {
+    type: 'string',
+    valueName: 'HOST:PORT',
+    description: `with --webhook-port: where the API server reaches the webhook (default ${hostPort(PROXY_WEBHOOK_DEFAULTS.listen)})`,
+  },
+  'webhook-timeout': {
+    type: 'string',
+    valueName: 'DURATION',
+    description: `with --webhook-port: how long the owning shard has to answer before 503 (default ${formatDuration(PROXY_WEBHOOK_DEFAULTS.timeoutMs)})`,
+  },
+};
+
 export const proxyCommand: Command = {
   name: 'proxy',
   summary: 'Run the sidecar proxy: route by cluster, enforce the shard, break circuits, limit, inject faults.',
@@ -116,89 +213,15 @@ export const proxyCommand: Command = {
     'it only cluster rules without a selector); a --rules rule replaces a cluster rule of the same kind and name.\n' +
     "With --webhook-port, the operator's admission webhook is served on --webhook-listen and each review is sent to\n" +
     'the shard owning its namespace, or answered 503 when none can answer (docs/webhooks.md).',
-  options: {
-    'route-table': { type: 'string', valueName: 'FILE', description: 'route table JSON (as the hub publishes it)' },
-    ...natsOptions,
-    'route-signer': { type: 'string', multiple: true, valueName: 'KEY', description: "with --nats: public key of the hub's route-table signing key (repeatable) [$CTRLMESH_ROUTE_SIGNERS]" },
-    operator: { type: 'string', valueName: 'NS/NAME', description: 'with --nats: the operator (its root or hand-written ShardingConfig)' },
-    shard: { type: 'string', valueName: 'NAME', description: 'with --nats: this proxy\'s shard' },
-    'pod-name': { type: 'string', valueName: 'NAME', description: 'with --nats: name in acknowledgements (default $POD_NAME)' },
-    credentials: { type: 'string', valueName: 'FILE', description: 'kubeconfig with one context per cluster name' },
-    store: { type: 'string', valueName: 'FILE', description: 'where the last applied table is kept (default .ctrlmesh/proxy-route-table.json)' },
-    listen: { type: 'string', valueName: 'HOST:PORT', description: `API listener for the operator (default ${hostPort(PROXY_DEFAULTS.api)})` },
-    'ops-listen': { type: 'string', valueName: 'HOST:PORT', description: `/healthz /readyz /metrics (default ${hostPort(PROXY_DEFAULTS.ops)})` },
-    'egress-listen': { type: 'string', valueName: 'HOST:PORT', description: 'HTTP proxy for external REST calls (off unless given)' },
-    'write-kubeconfig': { type: 'string', valueName: 'FILE', description: "keep the operator's kubeconfig here (a context per cluster of the table)" },
-    rules: { type: 'string', multiple: true, valueName: 'FILE', description: 'CircuitBreaker / FaultInjection manifests (repeatable; re-read on change)' },
-    'pod-labels': {
-      type: 'string',
-      valueName: 'FILE',
-      description: "the pod's labels (downward API metadata.labels; re-read on change): which of the table's cluster rules select it",
-    },
-    'upstream-timeout': {
-      type: 'string',
-      valueName: 'DURATION',
-      description: `longest wait for an API server response head (default ${formatDuration(PROXY_DEFAULTS.upstream.headersTimeoutMs)})`,
-    },
-    'breaker-error-percent': { type: 'string', valueName: 'P', description: `failure percentage that opens a cluster breaker (default ${PROXY_DEFAULTS.breaker.errorThresholdPercentage})` },
-    'breaker-volume': { type: 'string', valueName: 'N', description: `requests in the window before it can open (default ${PROXY_DEFAULTS.breaker.volumeThreshold})` },
-    'breaker-reset': { type: 'string', valueName: 'DURATION', description: `open time before a half-open probe (default ${formatDuration(PROXY_DEFAULTS.breaker.resetTimeoutMs)})` },
-    'breaker-window': {
-      type: 'string',
-      valueName: 'DURATION',
-      description: `rolling window of the failure statistics (default ${formatDuration(PROXY_DEFAULTS.breaker.rollingCountTimeoutMs)})`,
-    },
-    'max-body-bytes': {
-      type: 'string',
-      valueName: 'N',
-      description: `largest body the proxy reads to judge a request (locks, Namespace creates; default ${PROXY_DEFAULTS.requests.maxBodyBytes})`,
-    },
-    'request-read-timeout': {
-      type: 'string',
-      valueName: 'DURATION',
-      description: `how long a client may take to send a whole request, head and body, before 408 (default ${formatDuration(PROXY_DEFAULTS.requests.readTimeoutMs)})`,
-    },
-    'allow-impersonation': { type: 'boolean', description: "pass the operator's Impersonate-* headers (acting with the proxy's identity's impersonate rights)" },
-    'lease-margin': { type: 'string', valueName: 'DURATION', description: `with --nats: fence this long before the lease ends (default ${formatDuration(PROXY_DEFAULTS.lease.marginMs)})` },
-    'webhook-port': { type: 'string', valueName: 'PORT', description: "the operator's admission webhook port: serve it and send each review to the owning shard" },
-    'webhook-cert-dir': { type: 'string', valueName: 'DIR', description: "with --webhook-port: the webhook's tls.crt, tls.key and optional ca.crt (reloaded on change)" },
-    'webhook-listen': {
-      type: 'string',
-      valueName: 'HOST:PORT',
-      description: `with --webhook-port: where the API server reaches the webhook (default ${hostPort(PROXY_WEBHOOK_DEFAULTS.listen)})`,
-    },
-    'webhook-timeout': {
-      type: 'string',
-      valueName: 'DURATION',
-      description: `with --webhook-port: how long the owning shard has to answer before 503 (default ${formatDuration(PROXY_WEBHOOK_DEFAULTS.timeoutMs)})`,
-    },
-  },
+  options: PROXY_OPTIONS,
   run: async (ctx) => {
-    const config = proxyConfig(ctx);
-    const source = routeSource(ctx);
-    const credentials = loadCredentials(requiredString(ctx, 'credentials'));
-    const { logger } = ctx;
-    const podLabels = stringValue(ctx, 'pod-labels');
-    const kubeconfigPath = stringValue(ctx, 'write-kubeconfig');
-    const proxy = await startProxy({
-      config,
-      source,
-      store: new TableStore(stringValue(ctx, 'store') ?? '.ctrlmesh/proxy-route-table.json', logger),
-      credentials,
-      logger,
-      now: Date.now,
-      // --rules files and the route table's cluster rules (those selecting this pod), merged.
-      rules: liveRulesFromFiles({ rules: stringList(ctx, 'rules'), ...(podLabels === undefined ? {} : { podLabels }), logger, now: Date.now }),
-      ...(kubeconfigPath === undefined
-        ? {}
-        : { onTableInstalled: createKubeconfigWriter({ path: kubeconfigPath, proxyUrl: `http://${config.api.host}:${config.api.port}`, logger }) }),
-    });
+    const proxy = await startProxyFromFlags(ctx, { listeners: PROXY_DEFAULTS, kubeconfigPath: stringValue(ctx, 'write-kubeconfig') });
     const webhook = proxy.webhook ? `, webhook ${proxy.webhook.url ?? 'waiting for its certificate'}` : '';
     ctx.stdout.write(`proxy listening on ${proxy.apiUrl} (ops ${proxy.opsUrl}${proxy.egressUrl ? `, egress ${proxy.egressUrl}` : ''}${webhook})\n`);
     // A signal that came while the proxy was starting has already fired: do not wait for another.
     if (!ctx.signal.aborted) await new Promise<void>((resolve) => ctx.signal.addEventListener('abort', () => resolve(), { once: true }));
     await proxy.close();
-    logger.info('proxy stopped');
+    ctx.logger.info('proxy stopped');
     return 0;
   },
 };

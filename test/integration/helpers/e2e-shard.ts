@@ -46,6 +46,8 @@ export interface ShardProxyOptions {
   layout?: RouteTable;
   /** The proxy's credentials (a kubeconfig with a context per cluster); the shared bed's admin by default. */
   credentialsPath?: string;
+  /** The proxy's API port (default: a free one). */
+  apiPort?: number;
 }
 
 /**
@@ -60,6 +62,7 @@ export async function startShardProxy(options: ShardProxyOptions): Promise<TestP
     table: undefined,
     credentialsPath: options.credentialsPath ?? testbed().kubeconfigPath,
     dir: options.dir,
+    ...(options.apiPort === undefined ? {} : { apiPort: options.apiPort }),
     source: () => new NatsRouteSource({ nats, trusted, operator: options.operator, shard, from: `${shard}-pod`, logger: silent, reackMs: 1_000 }),
   });
   let table = options.layout;
@@ -74,7 +77,7 @@ export async function startShardProxy(options: ShardProxyOptions): Promise<TestP
 }
 
 /** Calls `onLine` with every complete line the stream gives. */
-function eachLine(stream: NodeJS.ReadableStream | null, onLine: (line: string) => void): void {
+export function eachLine(stream: NodeJS.ReadableStream | null, onLine: (line: string) => void): void {
   let pending = '';
   stream?.setEncoding('utf8').on('data', (chunk: string) => {
     pending += chunk;

@@ -94,6 +94,8 @@ export async function startTestProxy(options: {
   breaker?: BreakerOptions;
   maxBodyBytes?: number;
   source?: (tablePath: string) => RouteSource;
+  /** The API listener's port (default: a free one); a proxy restarted on its port keeps its operator's kubeconfig. */
+  apiPort?: number;
 }): Promise<TestProxy> {
   const dir = options.dir ?? (await mkdtemp(join(tmpdir(), 'ctrlmesh-proxy-')));
   await mkdir(dir, { recursive: true });
@@ -108,7 +110,7 @@ export async function startTestProxy(options: {
   const now = options.now ?? Date.now;
   const proxy = await startProxy({
     config: {
-      api: { host: '127.0.0.1', port: 0 },
+      api: { host: '127.0.0.1', port: options.apiPort ?? 0 },
       ops: { host: '127.0.0.1', port: 0 },
       upstream: { headersTimeoutMs: 5000 },
       breaker: options.breaker ?? FAST_BREAKER,
