@@ -33,7 +33,7 @@ export interface NodeBedInfo {
   dir: string;
   cluster: ClusterInfo;
   node: { name: string; address: string; containerdAddress: string };
-  images: { controllermesh: string; nats: string; sampleController: string; pause: string };
+  images: { controllermesh: string; nats: string; sampleController: string; conformanceOperator: string; pause: string };
   mesh: InstalledMesh;
   /** The API server as pods reach it (the `kubernetes` Service). */
   inClusterServer: string;
@@ -67,7 +67,7 @@ export async function startNodeBed(options: NodeBedOptions): Promise<NodeBed> {
   let started = Date.now();
   // Every build first, one at a time, with progress; later runs find them all in the caches.
   const helm = (await resolveTool('helm', common)).path;
-  for (const tool of ['etcd', 'kube-apiserver', ...NODE_TOOL_NAMES] as const) await resolveTool(tool, common);
+  for (const tool of ['etcd', 'kube-apiserver', 'conformance-operator', ...NODE_TOOL_NAMES] as const) await resolveTool(tool, common);
   const built = await buildProjectImages(common);
   const ref = (image: ProjectImageName): string => built.find((b) => b.name === image)?.ref as string;
   const buildMs = Date.now() - started;
@@ -116,7 +116,13 @@ export async function startNodeBed(options: NodeBedOptions): Promise<NodeBed> {
         kubeconfigPath: apiServer.kubeconfigPath,
       },
       node: { name: node.name, address, containerdAddress: node.containerdAddress },
-      images: { controllermesh: ref('controllermesh'), nats: ref('nats-server'), sampleController: ref('sample-controller'), pause: ref('pause') },
+      images: {
+        controllermesh: ref('controllermesh'),
+        nats: ref('nats-server'),
+        sampleController: ref('sample-controller'),
+        conformanceOperator: ref('conformance-operator'),
+        pause: ref('pause'),
+      },
       mesh,
       inClusterServer: IN_CLUSTER_SERVER,
       auditLogPath,

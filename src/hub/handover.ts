@@ -5,7 +5,9 @@ import { nextTableVersion } from './table-version.js';
 /**
  * Moving units between shards without ever letting two shards own one (pure: time is an argument).
  * A move is: revoke from the old shard (its next route table lacks the unit), then grant to the new shard once
- * the old one acknowledged that table or its lease has expired.
+ * the old one acknowledged that table or its lease has expired. A move starts only once the new shard serves (its
+ * proxy has acknowledged a table): until then the old shard keeps the unit, so adding a shard whose pod is not up
+ * yet leaves nothing unserved (kubernetes-controller-sharding drains only to ready shards, for the same reason).
  */
 
 /** What the published route tables grant, the units in flight, and the latest completed handovers (newest last). */
@@ -89,6 +91,7 @@ export function handoverStep(input: HandoverStepInput): HandoverStepOutput {
     history.push({ ...record, grantedAt: now, grantedBy });
   }
   const inFlight = new Set(pending.map((p) => p.unit));
+  const serving = (shard: string): boolean => input.acks[shard] !== undefined;
 
   const revoke = (unit: UnitKey, from: string, to: string | null): void => {
     owned.get(from)?.delete(unit);
@@ -101,7 +104,7 @@ export function handoverStep(input: HandoverStepInput): HandoverStepOutput {
     const current = ownerOf.get(unit);
     if (current === shard) continue;
     if (current === undefined) grant(unit, shard);
-    else revoke(unit, current, shard);
+    else if (serving(shard)) revoke(unit, current, shard);
   }
   for (const [unit, shard] of [...ownerOf]) {
     if (!desiredOwner.has(unit) && !inFlight.has(unit)) revoke(unit, shard, null);

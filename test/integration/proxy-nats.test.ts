@@ -113,9 +113,12 @@ describe('the proxy following its route table in NATS (a private NATS server, st
       await nats.stop();
       await settles(async () => expect((await readyz(harness)).status).toBe(503), 20_000);
       expect((await readyz(harness)).text).toMatch(/fenced: no lease extension for \d+s from NATS .* \(lease 2s\)/);
-      expect((await fetch(`${harness.proxy.apiUrl}/api/v1/namespaces/${ns}/configmaps/cm`)).status).toBe(404);
-      const list = (await (await fetch(`${harness.proxy.apiUrl}/api/v1/configmaps`)).json()) as { items: unknown[] };
-      expect(list.items).toEqual([]);
+      // Fenced, it cannot tell what it owns: 503 with Retry-After, never an empty shard (a client keeps its cache).
+      for (const path of [`/api/v1/namespaces/${ns}/configmaps/cm`, '/api/v1/configmaps']) {
+        const fenced = await fetch(`${harness.proxy.apiUrl}${path}`);
+        expect(fenced.status).toBe(503);
+        expect(fenced.headers.get('retry-after')).toBe('1');
+      }
 
       await nats.start();
       await settles(async () => expect((await readyz(harness)).status).toBe(200), 30_000);

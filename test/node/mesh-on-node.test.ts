@@ -2,7 +2,7 @@ import { readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
-import { AdmissionregistrationV1Api, ApiException, Exec, PatchStrategy, setHeaderOptions, type V1Pod } from '@kubernetes/client-node';
+import { AdmissionregistrationV1Api, ApiException, CoordinationV1Api, Exec, PatchStrategy, setHeaderOptions, type V1Pod } from '@kubernetes/client-node';
 import { Agent, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { INJECT_PATH, PROXY_SECRET_KEYS } from '../../src/agent/index.js';
@@ -18,6 +18,8 @@ import { applyAll, clients, deleteIfPresent, isReady, podLog, readyPods, type Cl
 import { putOperatorSecret } from './proxy-secret.js';
 import { credentialsAccount, operatorAccess, rootConfig, statefulSet, type OperatorSpec } from './operators.js';
 import { fooCrd } from './sample-controller.js';
+import { widgetCrd, WIDGETS } from '../integration/helpers/conformance-operator.js';
+import { shardLockName } from '../../src/proxy/index.js';
 import {
   CERT_DIR,
   WEBHOOK_NAMESPACE_LABEL,
@@ -97,6 +99,18 @@ describe('the mesh on a real node: helm-installed, injected, sharded operators i
     ],
   });
 
+  /** The operator's namespace, its credentials' account and rights, and the proxy Secret with shards 1 to 3's keys. */
+  const installAccess = async (op: OperatorSpec): Promise<void> => {
+    await applyAll(c, operatorAccess(op));
+    const token = await c.core.createNamespacedServiceAccountToken({ name: credentialsAccount(op), namespace: op.namespace, body: { spec: { audiences: [], expirationSeconds: 86_400 } } });
+    await putOperatorSecret(c.core, bed.info.mesh, {
+      namespace: op.namespace,
+      secretName: PROXY,
+      credentials: { server: bed.info.inClusterServer, caPem: bed.info.cluster.caPem, token: token.status?.token as string },
+      operator: `${op.namespace}/${op.prefix}-root`,
+      shards: [1, 2, 3].map((i) => `${bed.info.mesh.cluster}/${op.prefix}-${i}-normal`),
+    });
+  };
   /** The leading hub's view, from its /status on the pod network. */
   const hubStatus = async (): Promise<HubStatus> => {
     const pods = (await c.core.listNamespacedPod({ namespace: bed.info.mesh.namespace, labelSelector: 'app.kubernetes.io/name=ctrlmesh-hub' })).items;
@@ -134,6 +148,7 @@ describe('the mesh on a real node: helm-installed, injected, sharded operators i
         { apiGroups: [''], resources: ['configmaps'] },
         { apiGroups: ['samplecontroller.k8s.io'], resources: ['foos'] },
         { apiGroups: ['apps'], resources: ['deployments'] },
+        { apiGroups: [WIDGETS.group], resources: [WIDGETS.plural] },
       ],
       onProgress: (m) => process.stderr.write(`node bed: ${m}\n`),
     });
@@ -174,21 +189,7 @@ describe('the mesh on a real node: helm-installed, injected, sharded operators i
     beforeAll(async () => {
       operators.push(demo(bed.info.images.controllermesh), foo(bed.info.images.sampleController));
       await applyAll(c, [fooCrd()]);
-      for (const op of operators) {
-        await applyAll(c, operatorAccess(op));
-        const token = await c.core.createNamespacedServiceAccountToken({
-          name: credentialsAccount(op),
-          namespace: op.namespace,
-          body: { spec: { audiences: [], expirationSeconds: 86_400 } },
-        });
-        await putOperatorSecret(c.core, bed.info.mesh, {
-          namespace: op.namespace,
-          secretName: PROXY,
-          credentials: { server: bed.info.inClusterServer, caPem: bed.info.cluster.caPem, token: token.status?.token as string },
-          operator: `${op.namespace}/${op.prefix}-root`,
-          shards: [1, 2, 3].map((i) => `${bed.info.mesh.cluster}/${op.prefix}-${i}-normal`),
-        });
-      }
+      for (const op of operators) await installAccess(op);
       for (const ns of workloads) {
         await applyAll(c, [
           { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } },
@@ -412,15 +413,7 @@ describe('the mesh on a real node: helm-installed, injected, sharded operators i
         args: ['--kubeconfig=/dev/null', '--shard=$(POD_NAME)', '--selector=app=hook', '--timestamps', `--webhook-port=${WEBHOOK_PORT}`, `--cert-dir=${CERT_DIR}`],
       };
       operator = `${op.namespace}/${op.prefix}-root`;
-      await applyAll(c, operatorAccess(op));
-      const token = await c.core.createNamespacedServiceAccountToken({ name: credentialsAccount(op), namespace: op.namespace, body: { spec: { audiences: [], expirationSeconds: 86_400 } } });
-      await putOperatorSecret(c.core, bed.info.mesh, {
-        namespace: op.namespace,
-        secretName: PROXY,
-        credentials: { server: bed.info.inClusterServer, caPem: bed.info.cluster.caPem, token: token.status?.token as string },
-        operator,
-        shards: [1, 2, 3].map((i) => `${bed.info.mesh.cluster}/${op.prefix}-${i}-normal`),
-      });
+      await installAccess(op);
       const cert = await webhookCertificate(SERVICE, op.namespace);
       caPem = cert.caPem;
       for (const ns of namespaces) await applyAll(c, [{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns, labels: { [WEBHOOK_NAMESPACE_LABEL]: 'true' } } }]);
@@ -638,5 +631,77 @@ describe('the mesh on a real node: helm-installed, injected, sharded operators i
       // A new session into the revoked namespace is refused.
       await expect(new Exec(harness.kubeConfig()).exec(namespace, 'shell', 'shell', ['true'], null, null, null, false)).rejects.toThrow();
     }, 120_000);
+  });
+  describe('a controller-runtime operator at its defaults (leader election, protobuf), as 2 then 3 shards', () => {
+    let op: OperatorSpec;
+    let operator: string;
+    const leases = (): Promise<{ name: string; holder: string }[]> =>
+      c.kc
+        .makeApiClient(CoordinationV1Api)
+        .listNamespacedLease({ namespace: op.namespace })
+        .then((l) => l.items.map((x) => ({ name: x.metadata?.name ?? '', holder: x.spec?.holderIdentity ?? '' })));
+    const shard = (i: number): string => `${bed.info.mesh.cluster}/${op.prefix}-${i}-normal`;
+    /** Each shard's Lease exists, named for it, and is held by its own pod (controller-runtime's identity is `<hostname>_<uuid>`). */
+    const electedPerShard = async (count: number): Promise<void> => {
+      await eventually(async () => {
+        const found = await leases();
+        expect(found.map((l) => l.name).sort()).toEqual(Array.from({ length: count }, (_, i) => shardLockName(`${op.name}-leader`, shard(i + 1))).sort());
+        for (let i = 1; i <= count; i++) expect(found.find((l) => l.name === shardLockName(`${op.name}-leader`, shard(i)))?.holder).toMatch(new RegExp(`^${op.name}-${i - 1}_`, 'u'));
+      }, 180_000, 1000);
+    };
+    const reconciledByOwners = async (): Promise<void> => {
+      const expected = await eventually(() => owners(operator, op.name), 120_000, 1000);
+      await eventually(async () => {
+        for (const ns of workloads) {
+          const widget = (await c.custom.getNamespacedCustomObject({ ...WIDGETS, namespace: ns, name: 'w' })) as { status?: { reconciledBy?: string } };
+          expect(widget.status?.reconciledBy, ns).toBe(expected.get(ns));
+        }
+      }, 180_000, 1000);
+    };
+
+    beforeAll(async () => {
+      op = {
+        namespace: 'op-cr',
+        name: 'conformance-operator',
+        prefix: 'cr',
+        image: bed.info.images.conformanceOperator,
+        // As kubebuilder's manager Deployment runs it; the lock's namespace is the pod's own, found in-cluster.
+        args: ['--leader-elect'],
+        resources: [
+          { apiGroups: [WIDGETS.group], resources: [WIDGETS.plural, `${WIDGETS.plural}/status`], verbs: ['get', 'list', 'watch', 'update', 'patch'] },
+          { apiGroups: [''], resources: ['configmaps'], verbs: ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete'] },
+        ],
+        extraRules: [{ apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['get', 'list', 'watch', 'create', 'update', 'patch'] }],
+      };
+      operator = `${op.namespace}/${op.prefix}-root`;
+      await applyAll(c, [widgetCrd()]);
+      await installAccess(op);
+      await eventually(() => c.custom.listClusterCustomObject(WIDGETS), 60_000, 1000);
+      for (const ns of workloads) {
+        await applyAll(c, [{ apiVersion: `${WIDGETS.group}/${WIDGETS.version}`, kind: 'Widget', metadata: { name: 'w', namespace: ns }, spec: { size: 1 } } as never]);
+      }
+      await applyAll(c, [rootConfig(op, 2), statefulSet(op, 2)]);
+    }, 600_000);
+
+    it('2 shards: one Lease each, held by its pod; every Widget reconciled by its bucket\'s owner', async () => {
+      await readyPods(c, op.namespace, `app=${op.name}`, 2);
+      await electedPerShard(2);
+      await reconciledByOwners();
+    }, 420_000);
+
+    it('scaled to 3: the new shard elects its own leader and takes its buckets; the old shards keep theirs until it serves', async () => {
+      const since = Date.now();
+      await applyAll(c, [rootConfig(op, 3), statefulSet(op, 3)]);
+      await readyPods(c, op.namespace, `app=${op.name}`, 3);
+      await electedPerShard(3);
+      await reconciledByOwners();
+      // Each unit handed to the new shard was served by nobody only between its revocation and its grant.
+      const history = (await hubStatus()).operators.find((o) => o.operator === operator)?.history ?? [];
+      const moved = history.filter((h) => h.to === shard(3) && h.revokedAt >= since);
+      expect(moved.length).toBeGreaterThan(0);
+      const gaps = moved.map((h) => (h.grantedAt ?? 0) - h.revokedAt);
+      process.stderr.write(`figures: adding a 3rd shard moved ${moved.length} units, unserved ${Math.min(...gaps)}-${Math.max(...gaps)} ms each (${moved.map((h) => h.grantedBy).join(',')})\n`);
+      expect(moved.every((h) => h.grantedBy === 'ack')).toBe(true);
+    }, 600_000);
   });
 });

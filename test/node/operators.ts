@@ -15,6 +15,8 @@ export interface OperatorSpec {
   args: string[];
   /** What it reconciles: the root's resourceSelector, and the RBAC its credentials get (besides read of namespaces). */
   resources: { apiGroups: string[]; resources: string[]; verbs: string[] }[];
+  /** RBAC its credentials get besides: what it uses but does not shard (its leader-election Lease). */
+  extraRules?: { apiGroups: string[]; resources: string[]; verbs: string[] }[];
 }
 
 /** The service account whose token the proxies use: the operator's identity as the API server sees it. */
@@ -81,7 +83,7 @@ export function operatorAccess(op: OperatorSpec): KubernetesObject[] {
       kind: 'ClusterRole',
       metadata: { name: `${op.namespace}-${name}` },
       rules: [
-        ...op.resources.map((r) => ({ apiGroups: r.apiGroups, resources: r.resources, verbs: r.verbs })),
+        ...[...op.resources, ...(op.extraRules ?? [])].map((r) => ({ apiGroups: r.apiGroups, resources: r.resources, verbs: r.verbs })),
         { apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] },
         { apiGroups: ['events.k8s.io'], resources: ['events'], verbs: ['create', 'patch'] },
       ],

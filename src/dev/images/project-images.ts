@@ -144,6 +144,7 @@ const RECIPES: Record<ProjectImageName, (ctx: Context) => Promise<Recipe>> = {
   controllermesh: controllermeshRecipe,
   'nats-server': (ctx) => toolRecipe(ctx, 'nats-server', { entrypoint: ['/nats-server'], user: USER }),
   'sample-controller': (ctx) => toolRecipe(ctx, 'sample-controller', { entrypoint: ['/sample-controller'], user: USER }),
+  'conformance-operator': (ctx) => toolRecipe(ctx, 'conformance-operator', { entrypoint: ['/conformance-operator'], user: USER }),
   pause: pauseRecipe,
 };
 

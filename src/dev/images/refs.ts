@@ -13,7 +13,7 @@ export const LOCAL_IMAGE_PREFIX = 'localhost/ctrlmesh';
 /** The tag of the sandbox image; containerd's CRI config names it (`sandbox_image`). */
 export const PAUSE_TAG = '3.10';
 
-export const PROJECT_IMAGE_NAMES = ['controllermesh', 'nats-server', 'sample-controller', 'pause'] as const;
+export const PROJECT_IMAGE_NAMES = ['controllermesh', 'nats-server', 'sample-controller', 'conformance-operator', 'pause'] as const;
 export type ProjectImageName = (typeof PROJECT_IMAGE_NAMES)[number];
 
 /** An image name split the way the charts take it (`image.repository`, `image.tag`). */
@@ -52,6 +52,7 @@ export function imageRefs(): Record<ProjectImageName, ImageRef> {
     controllermesh: localImageRef('controllermesh', projectVersion()),
     'nats-server': localImageRef('nats-server', TOOL_SPECS['nats-server'].version),
     'sample-controller': localImageRef('sample-controller', TOOL_SPECS['sample-controller'].version),
+    'conformance-operator': localImageRef('conformance-operator', TOOL_SPECS['conformance-operator'].version),
     pause: localImageRef('pause', PAUSE_TAG),
   };
 }
