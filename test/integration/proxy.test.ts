@@ -278,6 +278,26 @@ describe('the proxy in front of real API servers, with a static route table', ()
     expect((await direct.readNamespacedLease({ name: shardLockName('demo-leader', 'shard-1'), namespace: operatorNs })).spec?.holderIdentity).toBe('pod-1');
   });
 
+  it('never forwards a lock it cannot rename, nor one naming another shard\'s lock', async () => {
+    const leases = `${harness.proxy.apiUrl}/apis/coordination.k8s.io/v1/namespaces/${operatorNs}/leases`;
+    const other = shardLockName('demo-leader', 'shard-2');
+    const post = (type: string, body: string | Buffer): Promise<Response> => fetch(leases, { method: 'POST', headers: { 'content-type': type }, body });
+    // CBOR (a map naming the lock, after the self-described tag) and YAML: media types the proxy does not read.
+    expect((await post('application/cbor', Buffer.from('d9d9f7a1686d65746164617461a1646e616d656b64656d6f2d6c6561646572', 'hex'))).status).toBe(415);
+    expect((await post('application/yaml', 'metadata:\n  name: demo-leader\n')).status).toBe(415);
+    // Protobuf cut short: refused, not forwarded.
+    expect((await post('application/vnd.kubernetes.protobuf', Buffer.from('6b38730012', 'hex'))).status).toBe(400);
+    // Another shard's lock, by its name in the body (squatting it) or in the path (reading or taking it).
+    const squat = await post('application/json', JSON.stringify({ apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: other }, spec: { holderIdentity: 'x' } }));
+    expect(squat.status).toBe(403);
+    expect(((await squat.json()) as { message: string }).message).toContain('reads and takes only its own');
+    expect((await fetch(`${leases}/${other}`)).status).toBe(403);
+    expect((await fetch(`${leases}/${shardLockName('demo-leader', 'shard-1')}`, { method: 'DELETE' })).status).toBe(403);
+    // Judged by effect: the API server holds no Lease but this shard's own.
+    const stored = await kubeConfigFor(a).makeApiClient(CoordinationV1Api).listNamespacedLease({ namespace: operatorNs });
+    expect(stored.items.map((l) => l.metadata?.name)).toEqual([shardLockName('demo-leader', 'shard-1')]);
+  });
+
   it('carries many watches as streams of a few connections to the API server, which outlive the watches', async () => {
     // Connections to the API server's port, as the kernel counts them (the proxy's, the test's and the server's own).
     const port = new URL(a.server).port;

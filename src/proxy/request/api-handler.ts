@@ -141,9 +141,7 @@ export function createApiHandler(options: ApiHandlerOptions): (request: FastifyR
     };
     if (info.kind === 'resource') {
       const concerns = renamer?.concerns(info);
-      if (concerns === 'foreign') {
-        return refuse(statusFor(403, `${info.resource} "${info.name ?? ''}" in namespace "${info.namespace ?? ''}" is a shard's leader-election lock: a shard reads and takes only its own, by the name "${renamer?.original ?? ''}"`));
-      }
+      if (concerns === 'foreign' && renamer) return refuse(statusFor(403, renamer.foreignRefusal(info.resource, info.name ?? '')));
       const namespaceCreate = isNamespaceCreate(info);
       // Bodies read to judge the request: the lock's (its name is renamed, in a create's body or an update's) and a
       // Namespace create's (its name is its bucket). Whatever was read is what is forwarded.
@@ -160,7 +158,8 @@ export function createApiHandler(options: ApiHandlerOptions): (request: FastifyR
         if (concerns !== undefined && renamer) {
           try {
             const renamed = read === undefined ? undefined : renamer.renameBody(read, request.headers['content-type']);
-            lock = concerns === 'path' || renamed?.renamed === true;
+            if (renamed?.object === 'foreign') return refuse(statusFor(403, renamer.foreignRefusal(info.resource, renamed.name ?? '')));
+            lock = concerns === 'path' || renamed?.object === 'lock';
             body = renamed?.body;
           } catch (err) {
             if (err instanceof UnreadableBodyError) return refuse(statusFor(err.statusCode, err.message));

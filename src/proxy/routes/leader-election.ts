@@ -86,26 +86,36 @@ export class LockRenamer {
   }
 
   /**
-   * The request body with metadata.name renamed (`renamed`: whether it named the lock); any other body as it came.
+   * The request body with metadata.name renamed when it names the lock (`lock`); a body naming any shard's renamed
+   * lock (`foreign`: a create would squat it before its shard does) or any other object (`other`) as it came.
    * Throws UnreadableBodyError for a body the proxy cannot read with certainty: it is never forwarded.
    */
-  renameBody(body: Buffer, contentType: string | undefined): { body: Buffer; renamed: boolean } {
-    if (body.length === 0) return { body, renamed: false };
+  renameBody(body: Buffer, contentType: string | undefined): { body: Buffer; object: 'lock' | 'foreign' | 'other'; name?: string } {
+    if (body.length === 0) return { body, object: 'other' };
     const media = mediaOf(contentType);
+    const judged = (name: unknown): 'lock' | 'foreign' | 'other' =>
+      name === this.original ? 'lock' : typeof name === 'string' && this.anyShardLock.test(name) ? 'foreign' : 'other';
     if (media === 'protobuf') {
       const name = readProtobuf(() => protobufObjectName(body));
-      if (name !== this.original) return { body, renamed: false };
-      return { body: readProtobuf(() => withProtobufObjectName(body, this.renamed)), renamed: true };
+      const object = judged(name);
+      return object === 'lock' ? { body: readProtobuf(() => withProtobufObjectName(body, this.renamed)), object } : { body, object, ...(name === undefined ? {} : { name }) };
     }
     if (media !== 'json') {
       throw new UnreadableBodyError(415, `a body of a lock in namespace "${this.namespace}" must be JSON or protobuf, not "${contentType ?? ''}": the proxy reads its name to give each shard its own lock`);
     }
-    const object = parseObject(body.toString('utf8'));
-    if (object === undefined) throw new UnreadableBodyError(400, `the body of a lock in namespace "${this.namespace}" is not a JSON object`);
-    const metadata = object.metadata as Record<string, unknown> | undefined;
-    if (typeof metadata !== 'object' || metadata === null || metadata.name !== this.original) return { body, renamed: false };
+    const parsed = parseObject(body.toString('utf8'));
+    if (parsed === undefined) throw new UnreadableBodyError(400, `the body of a lock in namespace "${this.namespace}" is not a JSON object`);
+    const metadata = parsed.metadata as Record<string, unknown> | undefined;
+    const name = typeof metadata === 'object' && metadata !== null ? metadata.name : undefined;
+    const object = judged(name);
+    if (object !== 'lock' || metadata === undefined) return { body, object, ...(typeof name === 'string' ? { name } : {}) };
     metadata.name = this.renamed;
-    return { body: Buffer.from(JSON.stringify(object)), renamed: true };
+    return { body: Buffer.from(JSON.stringify(parsed)), object };
+  }
+
+  /** The refusal of a request that names a shard's renamed lock, by its path or its body. */
+  foreignRefusal(resource: string, name: string): string {
+    return `${resource} "${name}" in namespace "${this.namespace}" is a shard's leader-election lock: a shard reads and takes only its own, by the name "${this.original}"`;
   }
 
   /** The Accept sent for a lock: the client's protobuf where it takes it, else JSON; never a type the proxy cannot rename back. */

@@ -66,6 +66,13 @@ describe('LockRenamer', () => {
     expect(renamer.concerns(info('PATCH', `/api/v1/namespaces/op/configmaps/${other}/status`))).toBe('foreign');
   });
 
+  it('tells a create naming another shard\'s renamed lock, so it is refused before it can squat it', () => {
+    const other = shardLockName('operator-leader', 'cluster-a/op-2-normal');
+    const json = Buffer.from(JSON.stringify({ metadata: { name: other, namespace: 'op' } }));
+    expect(renamer.renameBody(json, 'application/json')).toMatchObject({ object: 'foreign', name: other });
+    expect(renamer.foreignRefusal('leases', other)).toContain('reads and takes only its own, by the name "operator-leader"');
+  });
+
   it('leaves the same name in any other namespace an ordinary object', () => {
     expect(renamer.concerns(info('PUT', '/apis/coordination.k8s.io/v1/namespaces/victim/leases/operator-leader'))).toBeUndefined();
     expect(renamer.concerns(info('POST', '/apis/coordination.k8s.io/v1/namespaces/victim/leases'))).toBeUndefined();
@@ -77,10 +84,10 @@ describe('LockRenamer', () => {
     expect(renamer.renamePath('/apis/coordination.k8s.io/v1/namespaces/op/leases/operator-leader')).toBe(`/apis/coordination.k8s.io/v1/namespaces/op/leases/${renamed}`);
     const body = Buffer.from(JSON.stringify({ metadata: { name: 'operator-leader', namespace: 'op' }, spec: { holderIdentity: 'x' } }));
     const sent = renamer.renameBody(body, 'application/json');
-    expect(sent.renamed).toBe(true);
+    expect(sent.object).toBe('lock');
     expect(JSON.parse(sent.body.toString()).metadata.name).toBe(renamed);
     const other = Buffer.from('{"metadata":{"name":"other"}}');
-    expect(renamer.renameBody(other, 'application/json; charset=utf-8')).toEqual({ body: other, renamed: false });
+    expect(renamer.renameBody(other, 'application/json; charset=utf-8')).toEqual({ body: other, object: 'other', name: 'other' });
     expect(JSON.parse(renamer.restoreBody(sent.body).toString()).metadata.name).toBe('operator-leader');
     const status = Buffer.from(JSON.stringify({ kind: 'Status', message: `leases "${renamed}" not found`, details: { name: renamed } }));
     expect(renamer.restoreBody(status)).toBe(status);
@@ -89,12 +96,12 @@ describe('LockRenamer', () => {
   it('renames a protobuf lock as client-go sends it, and back', () => {
     const lease = Buffer.from(fixtures.lease, 'hex');
     const sent = renamer.renameBody(lease, PROTOBUF);
-    expect(sent.renamed).toBe(true);
+    expect(sent.object).toBe('lock');
     expect(protobufObjectName(sent.body)).toBe(renamed);
     expect(renamer.restoreBody(sent.body).equals(lease)).toBe(true);
     // Not the lock: forwarded as it came; a protobuf Status as it came.
     const configMap = Buffer.from(fixtures.configMap, 'hex');
-    expect(renamer.renameBody(configMap, PROTOBUF)).toEqual({ body: configMap, renamed: false });
+    expect(renamer.renameBody(configMap, PROTOBUF)).toEqual({ body: configMap, object: 'other', name: 'settings' });
     const status = Buffer.from(fixtures.status, 'hex');
     expect(renamer.restoreBody(status)).toBe(status);
     expect(renamer.accept('application/vnd.kubernetes.protobuf, */*')).toBe('application/vnd.kubernetes.protobuf, application/json');
