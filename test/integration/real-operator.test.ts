@@ -213,6 +213,15 @@ describe('a controller-runtime operator at its defaults, sharded: leader electio
     // From 1.36 on, the bed's API server selects each shard's objects itself (shard selectors); labels before.
     const serverShards = Number(/^v1\.(\d+)\./u.exec(kubeVersion.version)?.[1]) >= 36;
     for (const shard of shards) expect(shard.proxy.proxy.controller.current?.table.clusters[0]?.selection).toBe(serverShards ? 'shardSelector' : undefined);
+    // No shard lists or watches a renamed lock, its own or another's, whoever owns the operator namespace's bucket
+    // (on 1.37 the API server's shard selector would let that shard's lists show them all).
+    for (const shard of shards) {
+      const leasesUrl = `${shard.proxy.proxy.apiUrl}/apis/coordination.k8s.io/v1/namespaces/${opNamespace}/leases`;
+      const listed = (await (await fetch(leasesUrl)).json()) as { items?: { metadata?: { name?: string } }[] };
+      expect(listed.items?.map((l) => l.metadata?.name) ?? [], shard.name).toEqual([]);
+      const watched = await (await fetch(`${leasesUrl}?watch=true&timeoutSeconds=1`)).text();
+      expect(watched, shard.name).not.toContain(LEADER);
+    }
     // The other replica of each shard stays a candidate: still running, never elected.
     for (const shard of shards) expect(shard.replicas.every((r) => r.process.exitCode === null)).toBe(true);
   }, 120_000);

@@ -204,7 +204,7 @@ export function createApiHandler(options: ApiHandlerOptions): (request: FastifyR
       selection = shardedQuery;
     }
     // A list from a cluster whose objects carry no labels: the proxy reads its head (the echo) or all of it.
-    const judged = sharded?.verb === 'list' && selection !== undefined && (selection.shardSelector !== undefined || selection.filterLists) ? selection : undefined;
+    const judged = sharded?.verb === 'list' && selection !== undefined && entry.view.eventJudge(sharded.group, sharded.resource).mustJudge ? selection : undefined;
     const accept = lock && renamer ? renamer.accept(request.headers.accept) : shardedWatch || judged || judgedObject ? readableAccept(query, request.headers.accept) : undefined;
     // Every answer the proxy reads must come unencoded, a sharded watch's events included. An answer it passes on to a
     // client that takes no encoding is asked for as gzip and decoded: cheaper for a long list (gzip-answer.ts).
@@ -281,7 +281,7 @@ function sendJudgedList(options: { reply: FastifyReply; res: UpstreamResponse; e
   if (reply.getHeader('content-encoding') !== undefined) return fail('the proxy must read this list and the API server sent it encoded');
   const judge = entry.view.eventJudge(info.group, info.resource);
   judgeList(res.stream, {
-    expected: selection.shardSelector,
+    expected: judge.echoSuffices ? selection.shardSelector : undefined,
     admit: judge.admits,
     labelKeys: judge.labelKeys,
     onFiltered: (unconfirmed) => (unconfirmed ? entry.metrics.listsFiltered.noEcho : entry.metrics.listsFiltered.unlabelled).inc(),

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { UnreadableBodyError } from '../../errors.js';
 import { isProtobufBody, ProtobufBodyError, protobufObjectName, PROTOBUF_TYPE, withProtobufObjectName } from '../../kube/protobuf.js';
 import { encodeSegment, type ResourceRequest } from '../request/parse/index.js';
+import type { HiddenLocks, ObjectMetadata } from './shard-view.js';
 
 /** The resources client-go's leader election uses as locks: Lease, ConfigMap, Endpoints. */
 const LOCK_RESOURCES = new Set(['coordination.k8s.io/leases', '/configmaps', '/endpoints']);
@@ -54,7 +55,7 @@ export type LockConcern =
  * object the API server answers with. A Status answer is passed on as it is, naming the lock the API server saw.
  * Only there: the same name in any other namespace is an ordinary object, judged by its bucket.
  */
-export class LockRenamer {
+export class LockRenamer implements HiddenLocks {
   readonly original: string;
   readonly renamed: string;
   readonly namespace: string;
@@ -78,6 +79,14 @@ export class LockRenamer {
     if (info.name === this.original) return 'path';
     // Only a create sent to the collection names its object in the body (a POST to a named path is not one).
     return info.verb === 'create' && info.name === undefined ? 'body' : undefined;
+  }
+
+  locksIn(group: string, resource: string): boolean {
+    return LOCK_RESOURCES.has(`${group}/${resource}`);
+  }
+
+  hides(object: ObjectMetadata): boolean {
+    return object.namespace === this.namespace && typeof object.name === 'string' && this.anyShardLock.test(object.name);
   }
 
   /** Replaces the lock's name, the path's last segment, keeping everything before it. */

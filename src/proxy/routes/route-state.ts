@@ -51,14 +51,15 @@ export class RouteState {
       : options.leasePending === true
         ? 'the proxy is waiting for the hub to extend its lease; retry shortly'
         : 'the proxy is fenced: its lease from the hub ran out, so it cannot tell what its shard owns; retry shortly';
-    this.clusters = new Map(
-      table.clusters.map((route) => [route.name, { ...link(route), view: new ClusterShardView({ table, route, fenced }) }]),
-    );
-    this.home = this.clusters.get(table.homeCluster);
     // The operator runs, and elects its leader, in the namespace of its ShardingConfig (`<namespace>/<name>`).
     const operatorNamespace = table.operator.split('/')[0]!;
     this.renamer = table.leaderElectionName
       ? new LockRenamer({ leaderElectionName: table.leaderElectionName, shard: table.shard, namespace: operatorNamespace })
       : undefined;
+    const locks = this.renamer;
+    this.clusters = new Map(
+      table.clusters.map((route) => [route.name, { ...link(route), view: new ClusterShardView({ table, route, fenced, locks }) }]),
+    );
+    this.home = this.clusters.get(table.homeCluster);
   }
 }

@@ -40,6 +40,14 @@ export interface ResourceSelection {
   readonly key: string;
 }
 
+/** The shard's leader-election locks as lists and watches must not show them (the LockRenamer of the table). */
+export interface HiddenLocks {
+  /** Whether lists and watches of this resource may carry a renamed lock. */
+  locksIn(group: string, resource: string): boolean;
+  /** Whether an object is a shard's renamed lock, this shard's own included. */
+  hides(object: ObjectMetadata): boolean;
+}
+
 /**
  * How watch events of one resource are judged under one route table, built once per table (the watch registry
  * hands each open watch the current table's): the filter reads only `labelKeys` of an event (and the namespace,
@@ -52,6 +60,11 @@ export interface EventJudge {
    * the server filters by range (the proxy's second line of defence), or not at all.
    */
   readonly mustJudge: boolean;
+  /**
+   * Whether a list the API server answered with the shard selector echoed may pass unread: false where `admits`
+   * also reads names (a resource that may hold another shard's renamed lock), which no server selector checks.
+   */
+  readonly echoSuffices: boolean;
   /** The label keys `admits` reads. */
   readonly labelKeys: readonly string[];
   /** Whether the shard may see the object (ADDED, MODIFIED): its unit owned, and the limits' selectors matched. */
@@ -125,10 +138,12 @@ export class ClusterShardView {
   private readonly judges = new Map<string, EventJudge>();
   private readonly carried = new Map<string, CarriedUnits>();
   private readonly namespaceBuckets = new Map<string, number>();
+  private readonly locks: HiddenLocks | undefined;
 
-  constructor(options: { table: RouteTable; route: ClusterRoute; fenced: boolean }) {
+  constructor(options: { table: RouteTable; route: ClusterRoute; fenced: boolean; locks?: HiddenLocks | undefined }) {
     const { table, route, fenced } = options;
     this.name = route.name;
+    this.locks = options.locks;
     this.settings = createHashSettings({ algorithm: table.hashAlgorithm, bucketCount: table.bucketCount, labels: table.labels });
     this.owned = new Set(fenced ? [] : route.buckets);
     // Ranges need buckets that are hash ranges: a table naming shard selectors with another hash is filtered here.
@@ -175,8 +190,11 @@ export class ClusterShardView {
       const limits = this.limitsFor(group, resource);
       const keys = new Set(limits.flatMap((limit) => limit.requirements.map((r) => r.key)));
       if (this.selection === 'labels' && !byObject) keys.add(this.settings.labels.hash);
+      // Other shards' locks are told by name: every list and watch of their resources is read and judged.
+      const hidesLocks = this.locks?.locksIn(group, resource) === true;
       return {
-        mustJudge: selection.shardSelector !== undefined || selection.filterLists,
+        mustJudge: selection.shardSelector !== undefined || selection.filterLists || hidesLocks,
+        echoSuffices: !hidesLocks,
         labelKeys: [...keys].sort(),
         admits: (object: ObjectMetadata) => this.judgeObject(group, resource, byObject, limits, object),
         owns: (object: ObjectMetadata) => this.ownsUnitOf(group, resource, byObject, object),
@@ -273,11 +291,18 @@ export class ClusterShardView {
 
   /** Whether the unit of an object is owned: its uid's bucket, or its namespace's (a Namespace's own name). */
   private ownsUnitOf(group: string, resource: string, byObject: boolean, object: ObjectMetadata): boolean {
+    if (this.hidden(group, resource, object)) return false;
     if (byObject) return typeof object.uid === 'string' && object.uid !== '' && this.owned.has(this.objectBucketOf(object.uid));
     return this.ownsNamespace(namespaceOf(group, resource, object));
   }
 
+  /** A shard's renamed lock: no list or watch shows it (proxy.md, "Leader election"). */
+  private hidden(group: string, resource: string, object: ObjectMetadata): boolean {
+    return this.locks !== undefined && this.locks.locksIn(group, resource) && this.locks.hides(object);
+  }
+
   private judgeObject(group: string, resource: string, byObject: boolean, limits: readonly CompiledLimit[], object: ObjectMetadata): boolean {
+    if (this.hidden(group, resource, object)) return false;
     const labels = object.labels ?? {};
     if (byObject) {
       if (typeof object.uid !== 'string' || object.uid === '') return false;

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { ClusterShardView } from '../../../src/proxy/index.js';
+import { ClusterShardView, LockRenamer, shardLockName } from '../../../src/proxy/index.js';
 import { SelectorSyntaxError } from '../../../src/errors.js';
 import { bucketOf, createHashSettings, matches, parseSelector } from '../../../src/sharding/index.js';
 import type { ClusterRoute, RouteTable } from '../../../src/transport/index.js';
@@ -155,5 +155,31 @@ describe('ClusterShardView', () => {
     expect(view.admits('', 'configmaps', { labels: { [HASH]: '5' } })).toBe(false);
     expect(matches(parseSelector(view.selectorFor('', 'configmaps')), { 'example.com/bucket': '5' })).toBe(true);
     expect(matches(parseSelector(view.selectorFor('', 'configmaps')), { [HASH]: '5' })).toBe(false);
+  });
+});
+
+describe('ClusterShardView with the shard\'s locks', () => {
+  const table = routeTableFixture({ hashAlgorithm: 'fnv', bucketCount: BUCKETS, clusters: [clusterFixture('a', Array.from({ length: BUCKETS }, (_, b) => b))] });
+  const locks = new LockRenamer({ leaderElectionName: 'leader', shard: 'a/op-1-normal', namespace: 'op' });
+  const view = new ClusterShardView({ table, route: table.clusters[0]!, fenced: false, locks });
+  const labelled = (namespace: string, name: string) => ({ namespace, name, labels: { [HASH]: String(bucketOf(namespace, createHashSettings({ algorithm: 'fnv', bucketCount: BUCKETS, labels: table.labels }))) } });
+
+  it('reads every list and watch of a lock resource, and shows no shard\'s renamed lock, its own included', () => {
+    for (const resource of ['leases', 'configmaps', 'endpoints'] as const) {
+      const group = resource === 'leases' ? 'coordination.k8s.io' : '';
+      const judge = view.eventJudge(group, resource);
+      expect(judge.mustJudge).toBe(true);
+      expect(judge.echoSuffices).toBe(false);
+      for (const shard of ['a/op-1-normal', 'a/op-2-normal']) {
+        const lock = labelled('op', shardLockName('leader', shard));
+        expect(judge.admits(lock)).toBe(false);
+        expect(judge.owns(lock)).toBe(false);
+      }
+      // Anything else of the operator's namespace, and the same name elsewhere, is an ordinary object.
+      expect(judge.admits(labelled('op', 'settings'))).toBe(true);
+      expect(judge.admits(labelled('work', shardLockName('leader', 'a/op-2-normal')))).toBe(true);
+    }
+    // Other resources are judged as before: on a labelled cluster, their lists pass unread.
+    expect(view.eventJudge('', 'secrets')).toMatchObject({ mustJudge: false, echoSuffices: true });
   });
 });

@@ -9,7 +9,7 @@ const event = (type: string, unit: string, rv: string, tier = 'web'): string =>
 type Metadata = { namespace?: string; labels?: Readonly<Record<string, string>> };
 /** The shard owns unit 1 (namespace ns-1), and a limit selects tier=web. */
 const owns = (metadata: Metadata): boolean => metadata.namespace === 'ns-1';
-const judge = { mustJudge: true, labelKeys: ['tier'], admits: (m: Metadata) => owns(m) && m.labels?.tier === 'web', owns };
+const judge = { mustJudge: true, echoSuffices: true, labelKeys: ['tier'], admits: (m: Metadata) => owns(m) && m.labels?.tier === 'web', owns };
 
 function run(chunks: string[], bookmarks: boolean): { out: string; filtered: number; whole: boolean } {
   let filtered = 0;

@@ -7,7 +7,7 @@ import { WatchRelay } from '../../../src/proxy/request/watch-relay.js';
 
 const event = (hash: string, rv: number): string => `{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"resourceVersion":"${rv}","labels":{"h":"${hash}"}}}}\n`;
 const admits = (m: { labels?: Readonly<Record<string, string>> }): boolean => m.labels?.h === '1';
-const judge = { mustJudge: true, labelKeys: ['h'], admits, owns: admits };
+const judge = { mustJudge: true, echoSuffices: true, labelKeys: ['h'], admits, owns: admits };
 
 interface Bed {
   upstream: PassThrough;
