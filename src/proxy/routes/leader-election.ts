@@ -81,8 +81,12 @@ export class LockRenamer implements HiddenLocks {
     return info.verb === 'create' && info.name === undefined ? 'body' : undefined;
   }
 
+  /**
+   * Leases only: client-go's ConfigMap and Endpoints locks are gone since v0.24, and judging every ConfigMap list
+   * by name would cost every operator that lists ConfigMaps the server's echo and gzip pass-through.
+   */
   locksIn(group: string, resource: string): boolean {
-    return LOCK_RESOURCES.has(`${group}/${resource}`);
+    return group === 'coordination.k8s.io' && resource === 'leases';
   }
 
   hides(object: ObjectMetadata): boolean {
