@@ -20,6 +20,12 @@ export interface HandoverStepInput {
   versions: Record<string, number>;
   /** Latest acknowledged version per shard. */
   acks: Record<string, number>;
+  /**
+   * The shards whose proxy has acknowledged a table, any table: they serve, so units may move to them. Wider than
+   * `acks`, which counts only versions the hub has seen published (an ack may come before the hub reads back the
+   * table it wrote).
+   */
+  serving: ReadonlySet<string>;
   now: number;
   /**
    * How long a shard's proxy may keep serving on its last lease extension: after that it has fenced itself. The
@@ -91,7 +97,6 @@ export function handoverStep(input: HandoverStepInput): HandoverStepOutput {
     history.push({ ...record, grantedAt: now, grantedBy });
   }
   const inFlight = new Set(pending.map((p) => p.unit));
-  const serving = (shard: string): boolean => input.acks[shard] !== undefined;
 
   const revoke = (unit: UnitKey, from: string, to: string | null): void => {
     owned.get(from)?.delete(unit);
@@ -104,7 +109,7 @@ export function handoverStep(input: HandoverStepInput): HandoverStepOutput {
     const current = ownerOf.get(unit);
     if (current === shard) continue;
     if (current === undefined) grant(unit, shard);
-    else if (serving(shard)) revoke(unit, current, shard);
+    else if (input.serving.has(shard)) revoke(unit, current, shard);
   }
   for (const [unit, shard] of [...ownerOf]) {
     if (!desiredOwner.has(unit) && !inFlight.has(unit)) revoke(unit, shard, null);

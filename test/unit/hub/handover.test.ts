@@ -8,7 +8,8 @@ const LEASE = 10_000;
 const u = (b: number): string => unitKey('a', b);
 
 function step(state: HandoverState, desired: Ownership, extra: { versions?: Record<string, number>; acks?: Record<string, number>; now: number }) {
-  return handoverStep({ state, desired, versions: extra.versions ?? {}, acks: extra.acks ?? {}, now: extra.now, leaseMs: LEASE, marginMs: 0, leaderSince: 0, historyLimit: 10 });
+  const acks = extra.acks ?? {};
+  return handoverStep({ state, desired, versions: extra.versions ?? {}, acks, serving: new Set(Object.keys(acks)), now: extra.now, leaseMs: LEASE, marginMs: 0, leaderSince: 0, historyLimit: 10 });
 }
 
 describe('handoverStep', () => {
@@ -67,6 +68,13 @@ describe('handoverStep', () => {
     expect(granted.state.effective).toEqual({ s0: [u(0)], s1: [u(1)] });
   });
 
+  it('counts a shard as serving on an ack of a table the hub has not read back yet', () => {
+    const start = step(EMPTY_HANDOVER_STATE, { s0: [u(0), u(1)] }, { now: 0 }).state;
+    // The ack came before the hub read back s1's table, so `acks` cannot judge it yet; the proxy is up all the same.
+    const out = handoverStep({ state: start, desired: { s0: [u(0)], s1: [u(1)] }, versions: { s0: 1 }, acks: {}, serving: new Set(['s1']), now: 100, leaseMs: LEASE, marginMs: 0, leaderSince: 0, historyLimit: 10 });
+    expect(out.state.pending).toMatchObject([{ unit: u(1), from: 's0', to: 's1' }]);
+  });
+
   it('never lets two shards own a unit, nor grants before the old owner is fenced', () => {
     const shards = ['s0', 's1', 's2'];
     const action = fc.oneof(
@@ -120,7 +128,7 @@ describe('handoverStep', () => {
 
 describe('handoverStep: lease expiry with margins and a new leader', () => {
   it('grants without an ack only after max(revokedAt, leaderSince) + lease + margin', () => {
-    const base = { versions: { s0: 1, s1: 1 }, acks: { s1: 1 }, leaseMs: LEASE, marginMs: 2_000, historyLimit: 10 };
+    const base = { versions: { s0: 1, s1: 1 }, acks: { s1: 1 }, serving: new Set(['s1']), leaseMs: LEASE, marginMs: 2_000, historyLimit: 10 };
     const start = handoverStep({ ...base, state: EMPTY_HANDOVER_STATE, desired: { s0: [u(0)], s1: [] }, now: 0, leaderSince: 0 }).state;
     const revoked = handoverStep({ ...base, state: start, desired: { s0: [], s1: [u(0)] }, now: 1_000, leaderSince: 0 });
     expect(revoked.nextDeadline).toBe(1_000 + LEASE + 2_000);
