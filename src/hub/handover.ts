@@ -48,11 +48,17 @@ export interface HandoverStepOutput {
   state: HandoverState;
   /** Shards whose granted units changed: each must get exactly one new route table, at `nextTableVersion(version, now)`. */
   changedShards: string[];
-  /** When a pending handover's lease expires next (re-run the step then), or undefined. */
+  /** When a pending handover's lease expires next, or a move waiting for its new owner is looked at again (re-run the step then), or undefined. */
   nextDeadline?: number;
 }
 
 export const EMPTY_HANDOVER_STATE: HandoverState = { effective: {}, pending: [], history: [] };
+
+/**
+ * How soon a move waiting for its new owner to serve is looked at again. A shard's first ack starts a pass itself;
+ * this bounds the wait when that pass judged the ack before the shard's table was read back.
+ */
+export const SERVING_RECHECK_MS = 1_000;
 
 export function handoverStep(input: HandoverStepInput): HandoverStepOutput {
   const { desired, now } = input;
@@ -104,12 +110,14 @@ export function handoverStep(input: HandoverStepInput): HandoverStepOutput {
     changed.add(from);
     pending.push({ unit, from, to, revokedAt: now, revokeVersion: nextTableVersion(input.versions[from], now) });
   };
+  let waiting = false;
   for (const [unit, shard] of desiredOwner) {
     if (inFlight.has(unit)) continue;
     const current = ownerOf.get(unit);
     if (current === shard) continue;
     if (current === undefined) grant(unit, shard);
     else if (input.serving.has(shard)) revoke(unit, current, shard);
+    else waiting = true;
   }
   for (const [unit, shard] of [...ownerOf]) {
     if (!desiredOwner.has(unit) && !inFlight.has(unit)) revoke(unit, shard, null);
@@ -121,7 +129,7 @@ export function handoverStep(input: HandoverStepInput): HandoverStepOutput {
     if (units.size === 0 && !(shard in desired) && !changed.has(shard)) continue;
     effective[shard] = [...units].sort(compareUnits);
   }
-  const deadlines = pending.map(grantableAt);
+  const deadlines = [...pending.map(grantableAt), ...(waiting ? [now + SERVING_RECHECK_MS] : [])];
   return {
     state: { effective, pending, history: history.slice(-input.historyLimit) },
     changedShards: [...changed].sort(),

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { EMPTY_HANDOVER_STATE, handoverStep, type HandoverState } from '../../../src/hub/handover.js';
+import { EMPTY_HANDOVER_STATE, handoverStep, SERVING_RECHECK_MS, type HandoverState } from '../../../src/hub/handover.js';
 import { unitKey, type Ownership } from '../../../src/sharding/index.js';
 import { nextTableVersion } from '../../../src/hub/table-version.js';
 
@@ -61,6 +61,7 @@ describe('handoverStep', () => {
     const waiting = step(start, { s0: [u(0)], s1: [u(1)] }, { versions: { s0: 1, s1: 1 }, now: 100 });
     expect(waiting.state.effective).toEqual({ s0: [u(0), u(1)], s1: [] });
     expect(waiting.state.pending).toEqual([]);
+    expect(waiting.nextDeadline).toBe(100 + SERVING_RECHECK_MS);
     // Its proxy is up: the move starts (revoke, then grant on the old owner's ack), one table round trip.
     const revoked = step(waiting.state, { s0: [u(0)], s1: [u(1)] }, { versions: { s0: 1, s1: 1 }, acks: { s1: 1 }, now: 200 });
     expect(revoked.state.effective).toEqual({ s0: [u(0)], s1: [] });
