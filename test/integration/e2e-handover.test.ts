@@ -77,8 +77,6 @@ describe('adding a shard live: units move with never two shards reconciling an o
       expect(s.pending).toEqual([]);
       const found = owners();
       expect(found.size).toBe(32 * clusterNames.length);
-      // A new shard takes units only once its proxy serves: settled is when every shard owns some.
-      expect(new Set(found.values()).size).toBe(size);
       return found;
     }, 30_000);
   /** Waits until every object was reconciled by its unit's owner in a reconcile that started after `since`, and carries no other shard's stamp. */
