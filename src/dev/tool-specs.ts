@@ -139,11 +139,10 @@ function kubernetesNodeTool(name: ToolName, envVar: string): ToolSpec {
   };
 }
 
-let digests: Map<string, string> | undefined;
+const digests = new Map<string, string>();
 
 /** The first hex digits of the digest of a wrapper module's files: read once per process. */
 function sourceDigest(moduleDir: string, files: string[]): string {
-  digests ??= new Map();
   let digest = digests.get(moduleDir);
   if (digest === undefined) {
     const hash = createHash('sha256');

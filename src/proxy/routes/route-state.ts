@@ -29,7 +29,7 @@ export class RouteState {
    * process yet), or undefined when it can. Requests other than the shard's own leader-election lock are then answered
    * 503, never as a shard owning nothing: an informer re-listing a fenced proxy would take the empty answer as every
    * object deleted, and an operator starting beside it would list an empty shard and, if the first extension came
-   * between its list and its watch, never see the objects that already exist (proxy-fence.test.ts).
+   * between its list and its watch, never see the objects that already exist (real-operator.test.ts, api-handler.test.ts).
    */
   readonly unsure: string | undefined;
   readonly clusters: ReadonlyMap<string, ClusterEntry>;
@@ -56,9 +56,8 @@ export class RouteState {
     this.renamer = table.leaderElectionName
       ? new LockRenamer({ leaderElectionName: table.leaderElectionName, shard: table.shard, namespace: operatorNamespace })
       : undefined;
-    const locks = this.renamer;
     this.clusters = new Map(
-      table.clusters.map((route) => [route.name, { ...link(route), view: new ClusterShardView({ table, route, fenced, locks }) }]),
+      table.clusters.map((route) => [route.name, { ...link(route), view: new ClusterShardView({ table, route, fenced, locks: this.renamer }) }]),
     );
     this.home = this.clusters.get(table.homeCluster);
   }
