@@ -5,7 +5,9 @@ import { nextTableVersion } from './table-version.js';
 /**
  * Moving units between shards without ever letting two shards own one (pure: time is an argument).
  * A move is: revoke from the old shard (its next route table lacks the unit), then grant to the new shard once
- * the old one acknowledged that table or its lease has expired.
+ * the old one acknowledged that table or its lease has expired. A move starts only once the new shard serves (its
+ * proxy has acknowledged a table): until then the old shard keeps the unit, so adding a shard whose pod is not up
+ * yet leaves nothing unserved (kubernetes-controller-sharding drains only to ready shards, for the same reason).
  */
 
 /** What the published route tables grant, the units in flight, and the latest completed handovers (newest last). */
@@ -18,6 +20,12 @@ export interface HandoverStepInput {
   versions: Record<string, number>;
   /** Latest acknowledged version per shard. */
   acks: Record<string, number>;
+  /**
+   * The shards whose proxy has acknowledged a table, any table: they serve, so units may move to them. Wider than
+   * `acks`, which counts only versions the hub has seen published (an ack may come before the hub reads back the
+   * table it wrote).
+   */
+  serving: ReadonlySet<string>;
   now: number;
   /**
    * How long a shard's proxy may keep serving on its last lease extension: after that it has fenced itself. The
@@ -40,11 +48,17 @@ export interface HandoverStepOutput {
   state: HandoverState;
   /** Shards whose granted units changed: each must get exactly one new route table, at `nextTableVersion(version, now)`. */
   changedShards: string[];
-  /** When a pending handover's lease expires next (re-run the step then), or undefined. */
+  /** When a pending handover's lease expires next, or a move waiting for its new owner is looked at again (re-run the step then), or undefined. */
   nextDeadline?: number;
 }
 
 export const EMPTY_HANDOVER_STATE: HandoverState = { effective: {}, pending: [], history: [] };
+
+/**
+ * How soon a move waiting for its new owner to serve is looked at again. A shard's first ack starts a pass itself;
+ * this bounds the wait when that pass judged the ack before the shard's table was read back.
+ */
+export const SERVING_RECHECK_MS = 1_000;
 
 export function handoverStep(input: HandoverStepInput): HandoverStepOutput {
   const { desired, now } = input;
@@ -96,12 +110,14 @@ export function handoverStep(input: HandoverStepInput): HandoverStepOutput {
     changed.add(from);
     pending.push({ unit, from, to, revokedAt: now, revokeVersion: nextTableVersion(input.versions[from], now) });
   };
+  let waiting = false;
   for (const [unit, shard] of desiredOwner) {
     if (inFlight.has(unit)) continue;
     const current = ownerOf.get(unit);
     if (current === shard) continue;
     if (current === undefined) grant(unit, shard);
-    else revoke(unit, current, shard);
+    else if (input.serving.has(shard)) revoke(unit, current, shard);
+    else waiting = true;
   }
   for (const [unit, shard] of [...ownerOf]) {
     if (!desiredOwner.has(unit) && !inFlight.has(unit)) revoke(unit, shard, null);
@@ -113,7 +129,7 @@ export function handoverStep(input: HandoverStepInput): HandoverStepOutput {
     if (units.size === 0 && !(shard in desired) && !changed.has(shard)) continue;
     effective[shard] = [...units].sort(compareUnits);
   }
-  const deadlines = pending.map(grantableAt);
+  const deadlines = [...pending.map(grantableAt), ...(waiting ? [now + SERVING_RECHECK_MS] : [])];
   return {
     state: { effective, pending, history: history.slice(-input.historyLimit) },
     changedShards: [...changed].sort(),

@@ -110,10 +110,12 @@ export function createHubInputs(options: HubInputsOptions): HubInputs {
         link,
         logger,
         onAck: (ack) => {
+          // A shard's first ack says it serves: the moves waiting for it can start (handover.ts).
+          const first = fleet.acks.get(ack.operator)?.get(ack.shard) === undefined;
           // A newer version, or the same one naming other rules (stored so the agents can write the rules' status).
           if (!fleet.recordAck(ack.operator, ack.shard, ack.version, ack.rules)) return;
           acknowledged(ack);
-          if (fleet.handovers.get(ack.operator)?.record.pending.length) changed();
+          if (first || fleet.handovers.get(ack.operator)?.record.pending.length) changed();
         },
       }),
     );

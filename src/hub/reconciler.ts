@@ -124,6 +124,7 @@ async function reconcileOperator(ctx: ReconcileContext, plan: OperatorPlan, now:
     desired,
     versions,
     acks,
+    serving: new Set(fleet.acks.get(plan.operator)?.keys() ?? []),
     now,
     leaseMs: ctx.leaseSeconds * 1000,
     marginMs: ctx.grantMarginMs,

@@ -36,6 +36,7 @@ import {
   routeTables,
   runAgent,
   runHub,
+  serveShards,
   versions,
 } from './control-fixture.js';
 import { cluster, kubeConfigFor, uniqueName } from './helpers/testbed.js';
@@ -126,7 +127,10 @@ describe('failures: hub failover, agent loss, invalid configs, bad input, NATS r
       expect(buckets(t, s(1))).toHaveLength(16);
       expect(buckets(t, s(2))).toHaveLength(16);
     });
+    // Every shard's proxy is up (it acknowledged a table once), so units may move to it; none acknowledges a revocation.
+    await serveShards(nats.nats, nc, op, s(1), s(2));
     await apply(kc, rollRootOf(4));
+    await serveShards(nats.nats, nc, op, s(3), s(4));
     // Revoked from shard 1 (8-15 go to shard 2) and from shard 2 (16-23 go to shard 3): nobody owns them yet.
     const revoked = await eventually(async () => {
       const t = await routeTables(nc, op);

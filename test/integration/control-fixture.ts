@@ -9,7 +9,7 @@ import { pino, type Logger } from 'pino';
 import { AGENT_DEFAULTS, startAgent, type AgentHandle, type AgentOptions } from '../../src/agent/index.js';
 import { natsClientConfig, natsUrls, startNats, type ClusterInfo, type NatsEndpoint, type NatsHandle, type NatsSecurity } from '../../src/dev/index.js';
 import { HUB_DEFAULTS, startHub, type HubHandle, type HubOptions } from '../../src/hub/index.js';
-import { Buckets, Keys, natsConnectionOptions, openRouteTable, type NatsClientConfig, type RouteTable } from '../../src/transport/index.js';
+import { Buckets, Keys, acknowledge, connectNats, natsConnectionOptions, openRouteTable, type NatsClientConfig, type RouteTable } from '../../src/transport/index.js';
 import { ensureNamespace as ensureNamespaceOf, isApiStatus } from '../../src/kube/index.js';
 import { kubeConfigFor } from './helpers/testbed.js';
 
@@ -211,3 +211,20 @@ export async function routeTables(nc: NatsConnection, operator: string): Promise
   return tables;
 }
 
+/**
+ * As each shard's proxy does once it is up: acknowledges the shard's published table (waiting for it), so the hub
+ * moves units to it (a move starts only towards a shard that serves: src/hub/handover.ts).
+ */
+export async function serveShards(nats: NatsEndpoint, nc: NatsConnection, operator: string, ...shards: string[]): Promise<void> {
+  for (const shard of shards) {
+    const table = await eventually(async () => {
+      const found = (await routeTables(nc, operator)).find((t) => t.shard === shard);
+      if (!found) throw new Error(`no route table of ${shard} yet`);
+      return found;
+    });
+    const proxy = await connectNats({ config: await proxyNatsConfig(nats, operator, shard), name: `test-proxy-${shard}`, logger });
+    acknowledge({ link: proxy, operator, shard, version: table.version, from: 'test-proxy' });
+    await proxy.nc.flush();
+    await proxy.close();
+  }
+}

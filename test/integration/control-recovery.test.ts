@@ -25,6 +25,7 @@ import {
   routeTables,
   runAgent,
   runHub,
+  serveShards,
   versions,
 } from './control-fixture.js';
 import { silent, startTestProxy, type TestProxy } from './helpers/proxy.js';
@@ -97,6 +98,8 @@ describe('bad state never wedges or crashes: corrupt store, corrupt handover rec
       expect((await routeTables(nc, solo)).map((t) => t.shard)).toEqual([soloShard]);
       expectOneOwnerEach(await routeTables(nc, roll), 2);
     }, 30_000);
+    // The shards' proxies are up, as far as the hub can tell: units may move to them.
+    await serveShards(nats.nats, nc, roll, `${a}/roll-1-normal`, `${a}/roll-2-normal`);
   }, 120_000);
 
   afterAll(async () => {
@@ -144,6 +147,7 @@ describe('bad state never wedges or crashes: corrupt store, corrupt handover rec
     }, 20_000);
     // Not wedged: a change of plan goes through, with handovers, to one owner per unit.
     await apply(kc, rollRootOf(3));
+    await serveShards(nats.nats, nc, roll, `${a}/roll-3-normal`);
     await eventually(async () => {
       const tables = await routeTables(nc, roll);
       expectOneOwnerEach(tables, 3);

@@ -94,8 +94,8 @@ describe('dashboards against a real Prometheus scraping a running hub, agents an
 
   it('every dashboard query returns at least one series', async () => {
     const queries = await dashboardQueries('dashboards');
-    // Events the steady mesh never has: a handover (one more shard takes units from the others, so their proxies
-    // end the watches of revoked buckets) and an external call the traffic rules refuse.
+    // Events the steady mesh never has: a handover (one shard fewer: its units move to the others, which serve, and
+    // its proxy ends the watches of the revoked buckets) and an external call the traffic rules refuse.
     const kc = new KubeConfig();
     kc.loadFromFile(mesh.bed.info.clusters[0]?.kubeconfigPath as string);
     await kc.makeApiClient(CustomObjectsApi).patchNamespacedCustomObject(
@@ -105,7 +105,7 @@ describe('dashboards against a real Prometheus scraping a running hub, agents an
         namespace: DEMO_NAMESPACE,
         plural: 'shardingconfigs',
         name: DEMO_OPERATOR.split('/')[1] as string,
-        body: { spec: { root: { auto: { shardingSize: 4, everyShardReplicas: 1 } } } },
+        body: { spec: { root: { auto: { shardingSize: 2, everyShardReplicas: 1 } } } },
       },
       setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
     );

@@ -14,13 +14,19 @@ import { cluster, kubeConfigFor, uniqueName } from './helpers/testbed.js';
 
 const HASH = 'ctrlmesh.kusionstack.io/sharding-hash';
 const PROXY_LEASE_SECONDS = 5;
-const NAMESPACES_PER_CLUSTER = 10;
 /**
- * Unlabelled ConfigMaps per workload namespace. The planner balances by object count, and the shared bed's other
- * namespaces weigh a few objects each: this much weight makes the third shard take units holding this test's
- * objects from both shards, whatever buckets the random names fall in.
+ * One workload namespace per bucket: every unit of both clusters holds one of this test's objects, so whichever units
+ * the planner moves to the third shard (it balances by every ConfigMap of the shared bed, which other tests change
+ * while this one runs), objects change owner.
  */
-const BALLAST_PER_NAMESPACE = 20;
+function namespacePerBucket(prefix: string): string[] {
+  const byBucket = new Map<number, string>();
+  for (let k = 0; byBucket.size < 32; k++) {
+    const name = `${prefix}-${k}`;
+    if (!byBucket.has(bucket(name))) byBucket.set(bucket(name), name);
+  }
+  return [...byBucket.values()];
+}
 
 /** Adding a shard to a running, busy operator: the data-plane "Must show" end to end. */
 describe('adding a shard live: units move with never two shards reconciling an object, no operator restarted', () => {
@@ -33,7 +39,7 @@ describe('adding a shard live: units move with never two shards reconciling an o
   const prefix = 'e2e';
   const operator = `${opNamespace}/${prefix}-root`;
   const shardName = (i: number): string => `${clusterNames[0]}/${prefix}-${i}-normal`;
-  const namespaces = Array.from({ length: NAMESPACES_PER_CLUSTER }, (_, i) => uniqueName(`e2e-w${i}`));
+  const namespaces = namespacePerBucket(uniqueName('e2e-w'));
   const objects = clusterNames.flatMap((c) => namespaces.map((ns) => ({ cluster: c, namespace: ns, key: `${ns}/cm` })));
   const records: ReconcileRecord[] = [];
   const shards: E2eShard[] = [];
@@ -77,6 +83,8 @@ describe('adding a shard live: units move with never two shards reconciling an o
       expect(s.pending).toEqual([]);
       const found = owners();
       expect(found.size).toBe(32 * clusterNames.length);
+      // A new shard takes units only once its proxy serves: settled is when every shard owns some.
+      expect(new Set(found.values()).size).toBe(size);
       return found;
     }, 30_000);
   /** Waits until every object was reconciled by its unit's owner in a reconcile that started after `since`, and carries no other shard's stamp. */
@@ -121,11 +129,12 @@ describe('adding a shard live: units move with never two shards reconciling an o
     for (const bed of beds) agents.push(await runAgent({ registryName: bed.name, bed, nats: nats.nats, webhook: undefined }));
     // The workload: a ConfigMap in every namespace of both clusters, labelled with its bucket as the agents label them.
     for (const admin of admins) {
-      for (const ns of namespaces) {
-        await admin.createNamespace({ body: { metadata: { name: ns } } });
-        await admin.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: 'cm', labels: { app, [HASH]: String(bucket(ns)) } }, data: { tick: '-1' } } });
-        await Promise.all(Array.from({ length: BALLAST_PER_NAMESPACE }, (_, k) => admin.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: `ballast-${k}` } } })));
-      }
+      await Promise.all(
+        namespaces.map(async (ns) => {
+          await admin.createNamespace({ body: { metadata: { name: ns } } });
+          await admin.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: 'cm', labels: { app, [HASH]: String(bucket(ns)) } }, data: { tick: '-1' } } });
+        }),
+      );
     }
     await ensureNamespace(home, opNamespace);
     await apply(home, root(2));
@@ -198,6 +207,11 @@ describe('adding a shard live: units move with never two shards reconciling an o
     const changed = [...after].filter(([unit, shard]) => before.get(unit) !== shard).map(([unit]) => unit);
     expect(changed.length).toBeGreaterThan(0);
     expectGrantsAfterFence(moves, PROXY_LEASE_SECONDS);
+    // The new shard served before any unit moved to it, so no move waited for a lease to run out: a unit is unserved
+    // from its revocation to its grant, one table round trip through the old owner's proxy.
+    expect(moves.every((h) => h.grantedBy === 'ack')).toBe(true);
+    const longestGapMs = Math.max(...moves.map((h) => (h.grantedAt as number) - h.revokedAt));
+    expect(longestGapMs).toBeLessThan(PROXY_LEASE_SECONDS * 1000);
 
     // The operators' records, object by object.
     let ownerChanges = 0;
@@ -211,7 +225,7 @@ describe('adding a shard live: units move with never two shards reconciling an o
     }
     expect(ownerChanges).toBeGreaterThan(0);
     logger.info(
-      { units: changed.length, objectsMoved: ownerChanges, reconciles: records.length, gave: [...gave], byAck: moves.filter((h) => h.grantedBy === 'ack').length, ms: finished - addedAt },
+      { units: changed.length, objectsMoved: ownerChanges, reconciles: records.length, gave: [...gave], longestGapMs, ms: finished - addedAt },
       'shard added live',
     );
   });

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AgentHandle } from '../../src/agent/index.js';
 import type { HubHandle } from '../../src/hub/index.js';
 import type { RouteTable } from '../../src/transport/index.js';
-import { apply, bootstrapTokens, deleteShardingConfigs, ensureNamespace, eventually, GROUP, logger, observe, privateNats, routeTables, runAgent, runHub } from './control-fixture.js';
+import { apply, bootstrapTokens, deleteShardingConfigs, ensureNamespace, eventually, GROUP, logger, observe, privateNats, routeTables, runAgent, runHub, serveShards } from './control-fixture.js';
 import { cluster, kubeConfigFor, uniqueName } from './helpers/testbed.js';
 
 const NS = 'operator-offline';
@@ -51,6 +51,8 @@ describe('a multicluster operator fails over from an Offline cluster (hub --move
       await ensureNamespace(kc, NS);
       await eventually(() => apply(kc, root));
     }
+    // Both shards' proxies are up, as far as the hub can tell: units may move to either.
+    await serveShards(nats.nats, nc, OPERATOR, shardA, shardB);
   });
 
   afterAll(async () => {

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { EMPTY_HANDOVER_STATE, handoverStep, type HandoverState } from '../../../src/hub/handover.js';
+import { EMPTY_HANDOVER_STATE, handoverStep, SERVING_RECHECK_MS, type HandoverState } from '../../../src/hub/handover.js';
 import { unitKey, type Ownership } from '../../../src/sharding/index.js';
 import { nextTableVersion } from '../../../src/hub/table-version.js';
 
@@ -8,7 +8,8 @@ const LEASE = 10_000;
 const u = (b: number): string => unitKey('a', b);
 
 function step(state: HandoverState, desired: Ownership, extra: { versions?: Record<string, number>; acks?: Record<string, number>; now: number }) {
-  return handoverStep({ state, desired, versions: extra.versions ?? {}, acks: extra.acks ?? {}, now: extra.now, leaseMs: LEASE, marginMs: 0, leaderSince: 0, historyLimit: 10 });
+  const acks = extra.acks ?? {};
+  return handoverStep({ state, desired, versions: extra.versions ?? {}, acks, serving: new Set(Object.keys(acks)), now: extra.now, leaseMs: LEASE, marginMs: 0, leaderSince: 0, historyLimit: 10 });
 }
 
 describe('handoverStep', () => {
@@ -21,7 +22,8 @@ describe('handoverStep', () => {
 
   it('revokes first and grants after the old shard acknowledges', () => {
     const start = step(EMPTY_HANDOVER_STATE, { s0: [u(0), u(1)], s1: [] }, { now: 0 }).state;
-    const revoked = step(start, { s0: [u(0)], s1: [u(1)] }, { versions: { s0: 1, s1: 1 }, now: 100 });
+    // s1 serves (its proxy acknowledged its first table), so the move starts.
+    const revoked = step(start, { s0: [u(0)], s1: [u(1)] }, { versions: { s0: 1, s1: 1 }, acks: { s1: 1 }, now: 100 });
     expect(revoked.state.effective).toEqual({ s0: [u(0)], s1: [] });
     expect(revoked.changedShards).toEqual(['s0']);
     // The revoking table is s0's next one, at max(1 + 1, now): the version the reconciler publishes it at.
@@ -39,7 +41,7 @@ describe('handoverStep', () => {
 
   it('grants after the lease expires when no ack comes', () => {
     const start = step(EMPTY_HANDOVER_STATE, { s0: [u(0)], s1: [] }, { now: 0 }).state;
-    const revoked = step(start, { s0: [], s1: [u(0)] }, { versions: { s0: 1 }, now: 0 }).state;
+    const revoked = step(start, { s0: [], s1: [u(0)] }, { versions: { s0: 1, s1: 1 }, acks: { s1: 1 }, now: 0 }).state;
     expect(step(revoked, { s0: [], s1: [u(0)] }, { now: LEASE - 1 }).state.effective.s1).toEqual([]);
     const late = step(revoked, { s0: [], s1: [u(0)] }, { now: LEASE });
     expect(late.state.effective.s1).toEqual([u(0)]);
@@ -49,8 +51,29 @@ describe('handoverStep', () => {
   it('records as revoke version the version the revoking table is published at, never below the previous one', () => {
     const start = step(EMPTY_HANDOVER_STATE, { s0: [u(0)], s1: [] }, { now: 0 }).state;
     // A shard whose table is already ahead of the clock (a faster clock before) keeps counting up from it.
-    expect(step(start, { s0: [], s1: [u(0)] }, { versions: { s0: 5_000 }, now: 1_000 }).state.pending[0]?.revokeVersion).toBe(5_001);
-    expect(step(start, { s0: [], s1: [u(0)] }, { versions: { s0: 5_000 }, now: 9_000 }).state.pending[0]?.revokeVersion).toBe(9_000);
+    expect(step(start, { s0: [], s1: [u(0)] }, { versions: { s0: 5_000 }, acks: { s1: 0 }, now: 1_000 }).state.pending[0]?.revokeVersion).toBe(5_001);
+    expect(step(start, { s0: [], s1: [u(0)] }, { versions: { s0: 5_000 }, acks: { s1: 0 }, now: 9_000 }).state.pending[0]?.revokeVersion).toBe(9_000);
+  });
+
+  it('moves nothing to a shard that does not serve yet: the old owner keeps its units until the new one acknowledges a table', () => {
+    const start = step(EMPTY_HANDOVER_STATE, { s0: [u(0), u(1)] }, { now: 0 }).state;
+    // s1 is planned (its first, empty table is published) but no proxy of it has acknowledged anything.
+    const waiting = step(start, { s0: [u(0)], s1: [u(1)] }, { versions: { s0: 1, s1: 1 }, now: 100 });
+    expect(waiting.state.effective).toEqual({ s0: [u(0), u(1)], s1: [] });
+    expect(waiting.state.pending).toEqual([]);
+    expect(waiting.nextDeadline).toBe(100 + SERVING_RECHECK_MS);
+    // Its proxy is up: the move starts (revoke, then grant on the old owner's ack), one table round trip.
+    const revoked = step(waiting.state, { s0: [u(0)], s1: [u(1)] }, { versions: { s0: 1, s1: 1 }, acks: { s1: 1 }, now: 200 });
+    expect(revoked.state.effective).toEqual({ s0: [u(0)], s1: [] });
+    const granted = step(revoked.state, { s0: [u(0)], s1: [u(1)] }, { versions: { s0: 200, s1: 1 }, acks: { s0: 200, s1: 1 }, now: 250 });
+    expect(granted.state.effective).toEqual({ s0: [u(0)], s1: [u(1)] });
+  });
+
+  it('counts a shard as serving on an ack of a table the hub has not read back yet', () => {
+    const start = step(EMPTY_HANDOVER_STATE, { s0: [u(0), u(1)] }, { now: 0 }).state;
+    // The ack came before the hub read back s1's table, so `acks` cannot judge it yet; the proxy is up all the same.
+    const out = handoverStep({ state: start, desired: { s0: [u(0)], s1: [u(1)] }, versions: { s0: 1 }, acks: {}, serving: new Set(['s1']), now: 100, leaseMs: LEASE, marginMs: 0, leaderSince: 0, historyLimit: 10 });
+    expect(out.state.pending).toMatchObject([{ unit: u(1), from: 's0', to: 's1' }]);
   });
 
   it('never lets two shards own a unit, nor grants before the old owner is fenced', () => {
@@ -106,7 +129,7 @@ describe('handoverStep', () => {
 
 describe('handoverStep: lease expiry with margins and a new leader', () => {
   it('grants without an ack only after max(revokedAt, leaderSince) + lease + margin', () => {
-    const base = { versions: { s0: 1, s1: 1 }, acks: {}, leaseMs: LEASE, marginMs: 2_000, historyLimit: 10 };
+    const base = { versions: { s0: 1, s1: 1 }, acks: { s1: 1 }, serving: new Set(['s1']), leaseMs: LEASE, marginMs: 2_000, historyLimit: 10 };
     const start = handoverStep({ ...base, state: EMPTY_HANDOVER_STATE, desired: { s0: [u(0)], s1: [] }, now: 0, leaderSince: 0 }).state;
     const revoked = handoverStep({ ...base, state: start, desired: { s0: [], s1: [u(0)] }, now: 1_000, leaderSince: 0 });
     expect(revoked.nextDeadline).toBe(1_000 + LEASE + 2_000);

@@ -71,8 +71,9 @@ describe('reconcile: bad state never wedges', () => {
   });
 
   it('a write refused (its bucket created again by another process) fails the pass, which retries within a second', async () => {
-    const { ctx, routes } = setup();
+    const { ctx, fleet, routes } = setup();
     await reconcile(ctx, plan([0, 1], [2]), 1_000_000);
+    serving(fleet);
     routes.reset();
     await routes.put('elsewhere', 'x');
     await routes.put('elsewhere', 'y');
@@ -86,6 +87,7 @@ describe('reconcile: bad state never wedges', () => {
     const { ctx, fleet, state, owners } = setup();
     let now = 1_000_000;
     await reconcile(ctx, plan([0, 1], [2]), now);
+    serving(fleet);
     const key = Keys.handover(OPERATOR);
     await state.put(key, '{"schema": 1, "operator": "ns/op", "effective": {"a/s1": [');
     expect(fleet.applyStateEntry(state.entry(key))).toBeUndefined();
@@ -138,6 +140,7 @@ describe('reconcile: bad state never wedges', () => {
     const { ctx, fleet, routes, state } = setup();
     let now = 1_000_000;
     await reconcile(ctx, plan([0, 1], [2]), now);
+    serving(fleet);
     now += 1_000;
     await reconcile(ctx, plan([0], [1, 2]), now);
     const revoking = fleet.handovers.get(OPERATOR)?.record.pending[0];
@@ -159,3 +162,8 @@ describe('reconcile: bad state never wedges', () => {
     expect(fleet.handovers.get(OPERATOR)?.record.history.at(-1)).toMatchObject({ unit: u(1), grantedBy: 'ack' });
   });
 });
+
+/** s2's proxy acknowledges its table: it serves, so units may move to it (handover.ts). */
+function serving(fleet: Fleet): void {
+  fleet.recordAck(OPERATOR, 'a/s2', fleet.routes.get(OPERATOR)!.get('a/s2')!.table.version);
+}

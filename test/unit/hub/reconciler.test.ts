@@ -139,8 +139,10 @@ describe('reconcile', () => {
   });
 
   it('moves a unit by revoking it first, then granting it once the old owner acknowledges', async () => {
-    const { ctx, fleet, table, owners } = setup();
+    const bed = setup();
+    const { ctx, fleet, table, owners } = bed;
     await reconcile(ctx, fleetPlan([operator('ns/op', { s1: [0, 1], s2: [2] })]), T0);
+    serve(bed, 'ns/op', 's2');
     const now = T0 + 1_000;
     const revoke = await reconcile(ctx, fleetPlan([operator('ns/op', { s1: [0], s2: [1, 2] })]), now);
     expect(revoke.published.map((t) => t.shard)).toEqual(['s1']);
@@ -159,9 +161,11 @@ describe('reconcile', () => {
 
   it('grants a revoked unit without acknowledgement only after the lease and margin, counted from when its table was recorded', async () => {
     // Recording the revoking table took 300 ms on the hub's clock.
-    const { ctx, fleet, owners, state } = setup({ clock: () => T0 + 1_300 });
+    const bed = setup({ clock: () => T0 + 1_300 });
+    const { ctx, fleet, owners, state } = bed;
     const plan = fleetPlan([operator('ns/op', { s1: [0], s2: [1, 2] })]);
     await reconcile(ctx, fleetPlan([operator('ns/op', { s1: [0, 1], s2: [2] })]), T0);
+    serve(bed, 'ns/op', 's2');
     const revoke = await reconcile(ctx, plan, T0 + 1_000);
     const grantAt = T0 + 1_300 + LEASE_SECONDS * 1000 + MARGIN_MS;
     expect(revoke.nextDeadline).toBe(grantAt);
@@ -177,8 +181,10 @@ describe('reconcile', () => {
 
   it('counts lease expiry from no earlier than when this hub became leader', async () => {
     const leaderSince = T0 + 60_000;
-    const { ctx, owners } = setup({ leaderSince });
+    const bed = setup({ leaderSince });
+    const { ctx, owners } = bed;
     await reconcile(ctx, fleetPlan([operator('ns/op', { s1: [0, 1], s2: [] })]), T0);
+    serve(bed, 'ns/op', 's2');
     const plan = fleetPlan([operator('ns/op', { s1: [0], s2: [1] })]);
     const revoke = await reconcile(ctx, plan, T0 + 1_000);
     expect(revoke.nextDeadline).toBe(leaderSince + LEASE_SECONDS * 1000 + MARGIN_MS);
@@ -252,8 +258,10 @@ describe('reconcile', () => {
   });
 
   it('keeps a revocation out of the handover record until every table of its step is written', async () => {
-    const { ctx, fleet, routes, owners } = setup();
+    const bed = setup();
+    const { ctx, fleet, routes, owners } = bed;
     await reconcile(ctx, fleetPlan([operator('ns/op', { s1: [0, 1], s2: [2], s3: [3] })]), T0);
+    serve(bed, 'ns/op', 's2', 's3');
     const before = fleet.handovers.get('ns/op')?.record;
     routes.failingKey = Keys.route('ns/op', 's3');
     // s1 gives up bucket 1 (to s2) and s3 changes too; s3's write fails.
@@ -313,3 +321,8 @@ describe('reconcile', () => {
     );
   });
 });
+
+/** The shards' proxies acknowledge their current tables: they serve, so units may move to them (handover.ts). */
+function serve(bed: ReturnType<typeof setup>, op: string, ...shards: string[]): void {
+  for (const shard of shards) bed.fleet.recordAck(op, shard, bed.table(op, shard)!.version);
+}
