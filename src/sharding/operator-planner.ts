@@ -73,9 +73,8 @@ export class OperatorPlanner {
         }
       }
     }
-    const known = new Set(this.baseline.names);
-    const joined = previous ? this.shards.flatMap((s, i) => (known.has(s.name) ? [] : [i])) : [];
-    this.partitions.forEach((_, p) => this.rebalance(p, joined));
+    const idle = previous ? this.idleShards() : [];
+    this.partitions.forEach((_, p) => this.rebalance(p, idle));
   }
 
   private readPrevious(previous: ShardUnits | undefined) {
@@ -276,8 +275,9 @@ export class OperatorPlanner {
       throw new InvalidConfigError(`operator ${this.name}: the change alters the clusters it spans; make a full plan`);
     }
     return this.changed(partitions, () => {
-      const { remap, joined } = this.renumber(next);
-      partitions.forEach((p) => this.rebalance(p, joined));
+      const { remap } = this.renumber(next);
+      const idle = this.idleShards();
+      partitions.forEach((p) => this.rebalance(p, idle));
       return remap;
     });
   }
@@ -292,18 +292,16 @@ export class OperatorPlanner {
 
   /**
    * Takes the next shard list: owners follow their shard to its new index (a removed shard's units have none).
-   * Returns the new index of each old one (-1: removed) and the indices of the shards that joined.
+   * Returns the new index of each old one (-1: removed).
    */
-  private renumber(next: ShardInput[]): { remap: Int32Array; joined: number[] } {
+  private renumber(next: ShardInput[]): { remap: Int32Array } {
     const old = this.shards;
     const remap = new Int32Array(old.length).fill(-1);
-    const joined: number[] = [];
     // Both lists are sorted by name without repeats: one walk pairs them.
     for (let i = 0, j = 0; j < next.length; j++) {
       const name = (next[j] as ShardInput).name;
       while (i < old.length && (old[i] as ShardInput).name < name) i++;
       if (i < old.length && (old[i] as ShardInput).name === name) remap[i++] = j;
-      else joined.push(j);
     }
     const { owner } = this;
     for (let u = 0; u < owner.length; u++) {
@@ -311,7 +309,19 @@ export class OperatorPlanner {
       if (o >= 0) owner[u] = remap[o] as number;
     }
     this.setShards(next);
-    return { remap, joined };
+    return { remap };
+  }
+
+  /**
+   * The shards that own no unit: they take work from the heaviest (`Balancer`). Owning nothing, not being new, is what
+   * counts: a shard the previous plan named but that got no unit yet (its moves wait until its proxy serves,
+   * src/hub/handover.ts) would otherwise stay empty for good wherever one heavy unit raises the balance bound
+   * (test/unit/sharding/planner.test.ts, "a shard the previous plan named but that owns nothing").
+   */
+  private idleShards(): number[] {
+    const owning = new Uint8Array(this.shards.length);
+    for (const o of this.owner) if (o >= 0) owning[o] = 1;
+    return this.shards.flatMap((_, i) => (owning[i] ? [] : [i]));
   }
 
   get shardList(): readonly ShardInput[] {

@@ -178,6 +178,22 @@ describe('plan: movement', () => {
     expect(planner.result().stats['ops/root']!.loads.zz).toBeGreaterThan(0);
   });
 
+  it('a shard the previous plan named but that owns nothing takes work, beside a unit that raises the bound', () => {
+    const small = Array.from({ length: 40 }, (_, i) => ({ cluster: 'a', namespace: `ns-${i}`, objects: 2 }));
+    const input: PlanInput = {
+      clusters: [{ name: 'a' }],
+      weights: [{ cluster: 'a', namespace: 'heavy', objects: 5_000 }, ...small],
+      operators: [{ name: 'ops/root', multicluster: true, shards: ['s1', 's2', 's3'].map((name) => ({ name, homeCluster: 'a' })) }],
+    };
+    const two = plan({ ...input, operators: [{ ...input.operators[0]!, shards: input.operators[0]!.shards.slice(0, 2) }] });
+    // s3 named with nothing, as the hub's intended ownership names a shard whose moves wait for it to serve.
+    const previous = { operators: { 'ops/root': { ...two.assignment.operators['ops/root'], s3: {} } } };
+    const three = plan(input, previous);
+    expect(three.stats['ops/root']!.loads.s3).toBeGreaterThan(0);
+    // Again from that plan: nothing moves back and forth.
+    expect(plan(input, three.assignment).moves).toEqual([]);
+  });
+
   it('removing a shard moves at most 1.05 x its weight + the heaviest unit (property)', () => {
     fc.assert(
       fc.property(
