@@ -27,16 +27,54 @@ const layers = {
   demo: ['cli'],
 };
 
-const boundaryRules = Object.entries(layers).map(([folder, forbidden]) => ({
+/** The patterns that keep src/<folder> off the folders above it. */
+const layerPatterns = (folder) =>
+  layers[folder].map((f) => ({
+    group: [`../${f}/*`, `../${f}`, `../../${f}/*`, `../../${f}`, `../../../${f}/*`, `../../../${f}`],
+    message: `src/${folder} must not depend on src/${f} (see docs/architecture.md, "Dependencies point one way").`,
+  }));
+
+const boundaryRules = Object.keys(layers).map((folder) => ({
   files: [`src/${folder}/**/*.ts`],
+  rules: { 'no-restricted-imports': ['error', { patterns: layerPatterns(folder) }] },
+}));
+
+/**
+ * Inside the proxy, rooms import one way too: rules <- rule-files; upstream <- routes <- request; in request/,
+ * parse <- judgement <- answer <- entry; webhook and egress beside the request path. From outside, upstream/ is
+ * reached through its index only. Each entry lists what a room must not import, as paths under src/proxy.
+ */
+const proxyRooms = {
+  rules: ['upstream', 'routes', 'request', 'webhook', 'egress', 'rule-files'],
+  'rule-files': ['upstream', 'routes', 'request', 'webhook', 'egress'],
+  upstream: ['routes', 'request', 'webhook', 'egress', 'rules', 'rule-files'],
+  routes: ['request/judgement', 'request/answer', 'request/entry', 'webhook', 'egress', 'rule-files'],
+  'request/parse': ['upstream', 'routes', 'request/judgement', 'request/answer', 'request/entry', 'webhook', 'egress', 'rules', 'rule-files'],
+  'request/judgement': ['upstream', 'request/answer', 'request/entry', 'webhook', 'egress', 'rule-files'],
+  'request/answer': ['request/entry', 'webhook', 'egress', 'rules', 'rule-files'],
+  'request/entry': ['webhook', 'egress', 'rule-files'],
+  webhook: ['request/answer', 'request/entry', 'egress', 'rule-files'],
+  egress: ['upstream', 'routes', 'request/judgement', 'request/answer', 'request/entry', 'webhook', 'rule-files'],
+};
+/** upstream/'s insides, which no other room imports (its index is its face). */
+const upstreamInsides = ['**/upstream/*', '!**/upstream/index.js'];
+
+const proxyRoomRules = Object.entries(proxyRooms).map(([room, forbidden]) => ({
+  files: [`src/proxy/${room}/**/*.ts`],
   rules: {
     'no-restricted-imports': [
       'error',
       {
-        patterns: forbidden.map((f) => ({
-          group: [`../${f}/*`, `../${f}`, `../../${f}/*`, `../../${f}`, `../../../${f}/*`, `../../../${f}`],
-          message: `src/${folder} must not depend on src/${f} (see docs/architecture.md, "Dependencies point one way").`,
-        })),
+        // This entry replaces the proxy's own for these files, so it carries the proxy's layer patterns as well.
+        patterns: [
+          ...layerPatterns('proxy'),
+          ...forbidden.map((f) => ({
+            // A sibling room inside request/ is imported as ../<room>/; any other as .../<path under src/proxy>/.
+            group: [`**/proxy/${f}/*`, `../${f}/*`, `../../${f}/*`, ...(f.startsWith('request/') ? [`../${f.slice('request/'.length)}/*`] : [])],
+            message: `src/proxy/${room} must not depend on src/proxy/${f} (see docs/architecture.md, "The proxy's rooms").`,
+          })),
+          ...(room === 'upstream' ? [] : [{ group: upstreamInsides, message: 'import src/proxy/upstream through its index.js.' }]),
+        ],
       },
     ],
   },
@@ -58,4 +96,5 @@ export default tseslint.config(
     rules: { 'no-console': 'off' },
   },
   ...boundaryRules,
+  ...proxyRoomRules,
 );

@@ -1,8 +1,8 @@
 export { startProxy, type RunningProxy } from './proxy-server.js';
 export { PROXY_DEFAULTS, PROXY_WEBHOOK_DEFAULTS, ProxyConfigSchema, parseProxyConfig, proxyConfigProblems, type ProxyConfig } from './options.js';
-export { createApiGuard } from './request/api-guard.js';
-export { type RequestGuard } from './request/api-handler.js';
-export { decide } from './request/enforce.js';
+export { createApiGuard } from './request/judgement/rules-guard.js';
+export { type RequestGuard } from './request/judgement/rules-guard.js';
+export { decide } from './request/judgement/enforce.js';
 export {
   DEFAULT_MAX_BODY_BYTES,
   isRefusal,
@@ -11,7 +11,7 @@ export {
   type RequestInfo,
   type ResourceRequest,
 } from './request/parse/index.js';
-export { EXPIRED_EVENT, WatchEventFilter } from './request/watch-filter.js';
+export { EXPIRED_EVENT, WatchEventFilter } from './request/answer/watch-filter.js';
 export { startEgressProxy } from './egress/egress-proxy.js';
 export { FileRouteSource } from './routes/file-route-source.js';
 export { createKubeconfigWriter } from './routes/kubeconfig-writer.js';
@@ -28,5 +28,4 @@ export { PodLabelsFile, readPodLabels } from './rule-files/pod-labels-file.js';
 export { MAX_POD_LABELS_BYTES, parsePodLabels, unquoteGo } from './rule-files/pod-labels.js';
 export { loadRuleFiles, loadRules } from './rule-files/rules-file.js';
 export { LiveRules, judge, mergeRules, type RuleSet, type RuleSource } from './rules/index.js';
-export { type BreakerOptions } from './upstream/cluster-breaker.js';
-export { loadCredentials } from './upstream/credentials.js';
+export { loadCredentials, type BreakerOptions } from './upstream/index.js';

@@ -8,19 +8,18 @@ import { createProxyMetrics, createRegistry, registerOpsRoutes, showRulesInForce
 import { requestTimeoutChecks, useLeanAsyncBind } from '../runtime/index.js';
 import type { RouteTable } from '../transport/index.js';
 import { startEgressProxy, type EgressProxy } from './egress/egress-proxy.js';
-import { createApiGuard } from './request/api-guard.js';
-import { apiErrorHandler, createApiHandler } from './request/api-handler.js';
-import { answerClientError, answerConnect, answerExpectation } from './request/refused-early.js';
-import { countAnswers } from './request/pipelined.js';
-import { createUpgradeHandler } from './request/upgrade.js';
-import { createWatchPath } from './request/watch-path.js';
+import { createApiGuard } from './request/judgement/rules-guard.js';
+import { apiErrorHandler, createApiHandler } from './request/entry/api-handler.js';
+import { answerClientError, answerConnect, answerExpectation } from './request/entry/refused-early.js';
+import { countAnswers } from './request/entry/pipelined.js';
+import { createUpgradeHandler } from './request/entry/upgrade.js';
+import { createWatchPath } from './request/entry/watch-path.js';
 import { RouteController } from './routes/route-controller.js';
 import type { RouteSource } from './routes/route-source.js';
 import type { TableStore } from './routes/table-store.js';
 import { emptyRules, type RuleClock, type RuleSet, type RuleSource } from './rules/index.js';
-import { ClusterLinks } from './upstream/cluster-links.js';
+import { ClusterLinks, type ClusterCredentials } from './upstream/index.js';
 import { startWebhookServer, type WebhookServer } from './webhook/webhook-server.js';
-import type { ClusterCredentials } from './upstream/upstream.js';
 import type { ProxyConfig } from './options.js';
 
 export interface ProxyDeps {
@@ -177,7 +176,7 @@ async function serve(deps: ProxyDeps, registry: Registry, currentRules: () => Ru
   // Methods the router has no route for (PROPFIND, LOCK, ...) reach the same judgement, which refuses them (405).
   api.setNotFoundHandler(handler);
   countAnswers(api.server);
-  const upgrades = createUpgradeHandler({ controller, logger, headers: config.requests, timeoutMs: config.upstream.headersTimeoutMs });
+  const upgrades = createUpgradeHandler({ controller, logger, headers: config.requests, timeoutMs: config.upstream.headersTimeoutMs, breakerRetryAfterSeconds, guard });
   api.server.on('upgrade', upgrades);
 
   const ops = Fastify({ loggerInstance: logger.child({ listener: 'ops' }) as FastifyBaseLogger, logController: quiet(), forceCloseConnections: true });

@@ -6,7 +6,7 @@ import { CoreV1Api } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startApiServer, startEtcd, writeKubeconfig, type ApiServerHandle, type EtcdHandle } from '../../src/dev/index.js';
 import { FileRouteSource, type RouteSource } from '../../src/proxy/index.js';
-import { MAX_WAITING_PER_CONNECTION } from '../../src/proxy/request/pipelined.js';
+import { MAX_WAITING_PER_CONNECTION } from '../../src/proxy/request/entry/pipelined.js';
 import type { RouteTable } from '../../src/transport/index.js';
 import { HASH_LABEL, bucket, clusterRoute, routeTable, settles, silent, startTestProxy, type TestProxy } from './helpers/proxy.js';
 import { apiServerMetric, apiServerWatches, kubeConfigFor, uniqueName } from './helpers/testbed.js';

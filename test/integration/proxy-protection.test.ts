@@ -1,10 +1,12 @@
-import { mkdtemp, rm } from 'node:fs/promises';
+import { execFile } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startApiServer, writeKubeconfig, type ApiServerHandle } from '../../src/dev/index.js';
+import { resolveTool, startApiServer, writeKubeconfig, type ApiServerHandle } from '../../src/dev/index.js';
 import { createRegistry, createProxyMetrics } from '../../src/metrics/index.js';
 import { judge, loadRules, startEgressProxy } from '../../src/proxy/index.js';
 import { HASH_LABEL, bucket, clusterRoute, code, metricValue, routeTable, settles, sharedNamespace, silent, startTestProxy, type TestProxy } from './helpers/proxy.js';
@@ -183,4 +185,63 @@ describe('the reference CircuitBreaker and FaultInjection examples', () => {
     expect(outcomes.slice(0, 5).every((o) => o.action === 'pass')).toBe(true);
     expect(outcomes[5]).toMatchObject({ action: 'deny', code: 429, retryAfterSeconds: 1 });
   });
+});
+
+describe('a CircuitBreaker rate limiting that names pods/exec', () => {
+  const a = cluster(0);
+  const admin = kubeConfigFor(a).makeApiClient(CoreV1Api);
+  const ns = uniqueName('exec');
+  let harness: TestProxy;
+  let dir: string;
+  let kubectl: string;
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'ctrlmesh-exec-rule-'));
+    kubectl = (await resolveTool('kubectl')).path;
+    await admin.createNamespace({ body: { metadata: { name: ns } } });
+    await admin.createNamespacedPod({ namespace: ns, body: { metadata: { name: 'shell', labels: { [HASH_LABEL]: String(bucket(ns)) } }, spec: { containers: [{ name: 'c', image: 'busybox' }] } } });
+    const file = join(dir, 'exec-limit.yaml');
+    await writeFile(
+      file,
+      [
+        'apiVersion: ctrlmesh.kusionstack.io/v1alpha1',
+        'kind: CircuitBreaker',
+        'metadata: { name: exec-limit, namespace: operator-demo }',
+        'spec:',
+        '  rateLimitings:',
+        '  - name: exec',
+        "    resourceRules: [{ apiGroups: [''], resources: [pods/exec], verbs: ['*'], namespaces: ['*'] }]",
+        '    bucket: { burst: 1, interval: 1h, limit: 1 }',
+        '    triggerPolicy: LimiterOnly',
+        '',
+      ].join('\n'),
+    );
+    harness = await startTestProxy({
+      table: routeTable({ shard: 'shard-1', homeCluster: a.name, clusters: [clusterRoute(a, [bucket(ns)])] }),
+      credentialsPath: testbed().kubeconfigPath,
+      rules: await loadRules([file], Date.now()),
+      dir: join(dir, 'proxy'),
+    });
+  }, 60_000);
+
+  afterAll(async () => {
+    await harness?.close();
+    await admin.deleteNamespace({ name: ns }).catch(() => undefined);
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it("limits kubectl exec through the proxy, upgraded as kubectl sends it, and leaves the pod's other requests alone", async () => {
+    const run = (...args: string[]): Promise<string> =>
+      promisify(execFile)(kubectl, ['--kubeconfig', harness.kubeconfigPath, '-n', ns, ...args], { timeout: 30_000 }).then(
+        (ok) => ok.stdout + ok.stderr,
+        (err: { stdout?: string; stderr?: string }) => `${err.stdout ?? ''}${err.stderr ?? ''}`,
+      );
+    // kubectl tries a WebSocket first, which takes the rule's one token (the API server answers it: no node runs the
+    // pod), then SPDY, which the rule refuses: kubectl shows the proxy's Status as the API server's own.
+    expect(await run('exec', 'shell', '--', 'true')).toContain('Error from server (TooManyRequests): rate limit "exec" exceeded');
+    expect(await run('exec', 'shell', '--', 'true')).toContain('rate limit "exec" exceeded');
+    // Another subresource of the pod, and the pod itself, are not limited.
+    expect(await run('logs', 'shell')).not.toContain('rate limit');
+    expect(await run('get', 'pod', 'shell', '-o', 'name')).toContain('pod/shell');
+  }, 90_000);
 });

@@ -292,7 +292,7 @@ describe('objects sharded one by one, by uid', () => {
   });
 
   it('the API server refuses the forwarded write when the name now has another uid (the precondition is real)', async () => {
-    const { withUidPrecondition } = await import('../../src/proxy/request/uid-precondition.js');
+    const { withUidPrecondition } = await import('../../src/proxy/request/judgement/uid-precondition.js');
     const stale = '00000000-0000-0000-0000-000000000000';
     const dispatcher = new Agent({ connect: { ca: bed.caPem, cert: bed.clientCertPem, key: bed.clientKeyPem } });
     const direct = async (method: string, name: string, judged: ReturnType<typeof withUidPrecondition>): Promise<{ status: number }> => {

@@ -17,8 +17,8 @@ const mine = (uid: string): boolean => MINE.includes(bucketOf(uid, { algorithm: 
  * that uid as a precondition. A validating webhook on the API server holds the forwarded update while the test
  * gives the name to an object in another shard's bucket; the API server then applies the update to whatever the
  * name holds, and only the precondition keeps it off the other shard's object. A client's own uid in the body must
- * not replace the judged one: "" is no precondition to the API server (an attacker probe, session 19, found such
- * writes landing on another shard's object).
+ * not replace the judged one: "" is no precondition to the API server, and such a write would land on another
+ * shard's object.
  */
 describe('a write to an object sharded by uid, raced by a delete and re-create', () => {
   const bed = cluster(0);

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { ProxyMetrics } from '../../metrics/index.js';
 import type { AckRule, RouteTable } from '../../transport/index.js';
-import type { ClusterLinks } from '../upstream/cluster-links.js';
+import type { ClusterLinks } from '../upstream/index.js';
 import { leaseExpired } from './fencing.js';
 import { InflightWrites } from './inflight-writes.js';
 import type { RouteSource } from './route-source.js';

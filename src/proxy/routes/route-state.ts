@@ -1,17 +1,7 @@
-import type CircuitBreaker from 'opossum';
 import type { RouteTable } from '../../transport/index.js';
-import type { Forward } from '../upstream/cluster-breaker.js';
-import type { ClusterMetrics } from '../upstream/cluster-metrics.js';
-import type { ClusterUpstream } from '../upstream/upstream.js';
+import type { ClusterLink } from '../upstream/index.js';
 import { LockRenamer } from './leader-election.js';
 import { ClusterShardView } from './shard-view.js';
-
-/** A cluster's connection and breaker, kept across route tables while the cluster's address is unchanged. */
-export interface ClusterLink {
-  upstream: ClusterUpstream;
-  breaker: CircuitBreaker<[Forward], void>;
-  metrics: ClusterMetrics;
-}
 
 export interface ClusterEntry extends ClusterLink {
   view: ClusterShardView;

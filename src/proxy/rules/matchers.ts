@@ -4,6 +4,8 @@ export interface ResourceCall {
   verb: string;
   group: string;
   resource: string;
+  /** `exec` of `pods/exec`; undefined for the resource itself. */
+  subresource?: string | undefined;
   namespace: string | undefined;
 }
 
@@ -25,6 +27,17 @@ export function listScore(list: readonly string[] | undefined, value: string | u
   return value !== undefined && list.includes(value) ? 2 : undefined;
 }
 
+/**
+ * How specifically a rule's resources name a call's: `pods` names pods and every subresource of theirs (1 for a
+ * subresource, 2 for the resource itself), `pods/exec` that subresource alone (2); a wildcard list 1.
+ */
+function resourceListScore(list: readonly string[] | undefined, resource: string, subresource: string | undefined): number | undefined {
+  if (subresource === undefined) return listScore(list, resource);
+  if (list !== undefined && list.includes(`${resource}/${subresource}`)) return 2;
+  const whole = listScore(list, resource);
+  return whole === undefined ? undefined : 1;
+}
+
 /** Specificity of a resource rule for a call (sum over its four lists), or undefined if it does not match. */
 export function resourceScore(
   rule: { apiGroups?: readonly string[]; resources?: readonly string[]; verbs?: readonly string[]; namespaces?: readonly string[] },
@@ -32,7 +45,7 @@ export function resourceScore(
 ): number | undefined {
   const scores = [
     listScore(rule.apiGroups, call.group),
-    listScore(rule.resources, call.resource),
+    resourceListScore(rule.resources, call.resource, call.subresource),
     listScore(rule.verbs, call.verb),
     listScore(rule.namespaces, call.namespace),
   ];

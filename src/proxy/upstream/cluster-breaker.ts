@@ -40,8 +40,8 @@ export function createClusterBreaker(options: {
     // 1,500 requests/s: 3 ms) at each failure and, with snapshots on, every second, for figures nothing reads.
     rollingPercentilesEnabled: false,
     enableSnapshots: false,
-    // A request its client broke off says nothing of the API server (an attacker probe opened the breaker of a
-    // healthy one with malformed bodies, session 18).
+    // A request its client broke off says nothing of the API server: malformed bodies would open the breaker of a
+    // healthy one (test/integration/proxy-client-gone.test.ts).
     errorFilter: (err: unknown) => err instanceof ClientRequestError,
     name: cluster,
   });

@@ -1,10 +1,17 @@
 import type { Logger } from 'pino';
 import type { ProxyMetrics } from '../../metrics/index.js';
 import type { ClusterRoute } from '../../transport/index.js';
-import type { ClusterLink } from '../routes/route-state.js';
-import { createClusterBreaker, type BreakerOptions } from './cluster-breaker.js';
+import type CircuitBreaker from 'opossum';
+import { createClusterBreaker, type BreakerOptions, type Forward } from './cluster-breaker.js';
 import { ClusterMetrics } from './cluster-metrics.js';
 import { ClusterDispatcher, ClusterUpstream, type ClusterCredentials, type UpstreamOptions } from './upstream.js';
+
+/** A cluster's connection and breaker, kept across route tables while the cluster's address is unchanged. */
+export interface ClusterLink {
+  upstream: ClusterUpstream;
+  breaker: CircuitBreaker<[Forward], void>;
+  metrics: ClusterMetrics;
+}
 
 /**
  * Per-cluster connection pools and breakers, kept while a cluster's address, CA and credentials stay the

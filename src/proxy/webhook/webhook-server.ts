@@ -5,7 +5,7 @@ import type { Logger } from 'pino';
 import { Agent, request } from 'undici';
 import type { ListenAddress } from '../../api/index.js';
 import type { ProxyMetrics } from '../../metrics/index.js';
-import { statusFor } from '../request/status.js';
+import { statusFor } from '../request/judgement/status.js';
 import type { RouteState } from '../routes/route-state.js';
 import { readAdmissionReview, WEBHOOK_MAX_BODY_BYTES } from './admission-review.js';
 import { webhookRoute, type WebhookRoute } from './webhook-route.js';

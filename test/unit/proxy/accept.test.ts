@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { jsonAccept } from '../../../src/proxy/request/accept.js';
+import { jsonAccept } from '../../../src/proxy/request/judgement/accept.js';
 
 const TABLE = 'application/json;as=Table;g=meta.k8s.io;v=v1';
 

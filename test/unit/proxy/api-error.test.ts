@@ -1,7 +1,7 @@
 import Fastify, { type FastifyError } from 'fastify';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
-import { apiErrorHandler } from '../../../src/proxy/request/api-handler.js';
+import { apiErrorHandler } from '../../../src/proxy/request/entry/api-handler.js';
 
 /** A listener with the proxy's error handler, and routes that fail as the API route can: thrown, or sent as errors. */
 async function failingApp(lines: string[]) {

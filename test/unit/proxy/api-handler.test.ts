@@ -1,6 +1,7 @@
 import replyFrom from '@fastify/reply-from';
 import Fastify from 'fastify';
 import { mkdtemp, rm } from 'node:fs/promises';
+import { createServer as createHttpServer } from 'node:http';
 import { connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -8,8 +9,10 @@ import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { createProxyMetrics, type ProxyMetrics } from '../../../src/metrics/index.js';
-import { createApiHandler } from '../../../src/proxy/request/api-handler.js';
-import { createUpgradeHandler } from '../../../src/proxy/request/upgrade.js';
+import { createApiHandler } from '../../../src/proxy/request/entry/api-handler.js';
+import { createUpgradeHandler } from '../../../src/proxy/request/entry/upgrade.js';
+import { createWatchPath } from '../../../src/proxy/request/entry/watch-path.js';
+import { statusFor } from '../../../src/proxy/request/judgement/status.js';
 import { ClusterLinks } from '../../../src/proxy/upstream/cluster-links.js';
 import { TableStore, type RequestGuard, type RouteSource, type RouteSourceHandlers } from '../../../src/proxy/index.js';
 import { RouteController } from '../../../src/proxy/routes/route-controller.js';
@@ -58,7 +61,7 @@ interface Harness {
   /** Sends one request to the proxy's listener (a real socket: a streamed body behaves as in production). */
   app: { inject(request: { method: string; url: string; payload?: string; headers?: Record<string, string> }): Promise<Answer> };
   /** Sends an exec upgrade for `path` over a fresh connection; resolves with all the proxy wrote back. */
-  upgrade(path: string): Promise<string>;
+  upgrade(path: string, method?: string): Promise<string>;
   source: ScriptedSource;
   controller: RouteController;
   metrics: ProxyMetrics;
@@ -96,7 +99,9 @@ describe('createApiHandler', () => {
     });
     const controller = new RouteController({ source, store: new TableStore(join(dir, 'store.json')), links, metrics, logger, now: () => now, tickMs: 100 });
     await controller.start();
-    const app = Fastify();
+    // Every way in, as the proxy serves them: the watch path before fastify's route, and upgrades.
+    const watchPath = createWatchPath({ controller, logger, headers: { allowImpersonation: false }, breakerRetryAfterSeconds: BREAKER_RETRY_AFTER, guard: options.guard });
+    const app = Fastify({ serverFactory: (route) => createHttpServer((req, res) => watchPath(req, res, route)) });
     app.removeAllContentTypeParsers();
     app.addContentTypeParser('*', (_request, payload, done) => done(null, payload));
     await app.register(replyFrom, { undici: links.dispatcher });
@@ -109,7 +114,7 @@ describe('createApiHandler', () => {
     });
     app.all('/*', handler);
     app.all('/', handler);
-    app.server.on('upgrade', createUpgradeHandler({ controller, logger, headers: { allowImpersonation: false }, timeoutMs: 5_000 }));
+    app.server.on('upgrade', createUpgradeHandler({ controller, logger, headers: { allowImpersonation: false }, timeoutMs: 5_000, breakerRetryAfterSeconds: BREAKER_RETRY_AFTER, ...(options.guard ? { guard: options.guard } : {}) }));
     await app.listen({ port: 0, host: '127.0.0.1' });
     const base = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
     const send: Harness['app']['inject'] = async ({ method, url, payload, headers }) => {
@@ -132,14 +137,14 @@ describe('createApiHandler', () => {
         ],
         ...overrides,
       });
-    const upgrade = (path: string): Promise<string> =>
+    const upgrade = (path: string, method = 'POST'): Promise<string> =>
       new Promise((resolve) => {
         const socket = connect(Number(new URL(base).port), '127.0.0.1');
         const chunks: Buffer[] = [];
         socket.on('data', (chunk: Buffer) => chunks.push(chunk));
         socket.on('error', () => undefined);
         socket.on('close', () => resolve(Buffer.concat(chunks).toString('utf8')));
-        socket.on('connect', () => socket.write(`POST ${path} HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n\r\n`));
+        socket.on('connect', () => socket.write(`${method} ${path} HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n\r\n`));
       });
     return { app: { inject: send }, upgrade, source, controller, metrics, table };
   }
@@ -291,7 +296,7 @@ describe('createApiHandler', () => {
         applies: () => true,
         judge: async () => {
           swap?.();
-          return false;
+          return undefined;
         },
       },
     });
@@ -338,7 +343,7 @@ describe('createApiHandler', () => {
     expect(status(stale).message).toContain('lease ended meanwhile');
     // An exec is held to the clock as well: refused, where before this tick it was forwarded (and found the API server down).
     const exec = `/api/v1/namespaces/${OWNED}/pods/p/exec?command=ls&stdout=true`;
-    expect(await upgrade(exec)).toMatch(/^HTTP\/1\.1 503 [^]*lease of the route table this request was judged by ended/u);
+    expect(await upgrade(exec)).toMatch(/^HTTP\/1\.1 503 [^]*route table this request was judged by changed or its lease ended/u);
 
     vi.advanceTimersByTime(100);
     expect(controller.current?.fenced).toBe(true);
@@ -380,11 +385,10 @@ describe('createApiHandler', () => {
     const { app, source, table } = await harness({
       guard: {
         applies: () => true,
-        judge: async ({ cluster, info, reply }) => {
+        judge: async ({ cluster, info }) => {
           seen.push(`${cluster} ${info.kind === 'resource' ? info.verb : 'nonresource'}`);
-          if (info.kind !== 'resource' || info.verb !== 'delete') return false;
-          await reply.code(429).send({ kind: 'Status', code: 429 });
-          return true;
+          if (info.kind !== 'resource' || info.verb !== 'delete') return undefined;
+          return { status: statusFor(429, 'limited') };
         },
       },
     });
@@ -393,5 +397,39 @@ describe('createApiHandler', () => {
     expect(limited.statusCode).toBe(429);
     expectForwarded(await app.inject({ method: 'GET', url: `/api/v1/namespaces/${OWNED}/configmaps/x` }));
     expect(seen).toEqual(['b delete', 'a get']);
+  });
+
+  it('answers the same refused request alike on every way in: plain, the watch path and an upgrade', async () => {
+    const limited = `/api/v1/namespaces/${OWNED}/pods/watch/exec?command=sh`;
+    const { app, source, table, upgrade } = await harness({
+      guard: {
+        applies: () => true,
+        judge: async ({ info }) => (info.kind === 'resource' && info.subresource === 'exec' ? { status: statusFor(429, 'exec limited'), retryAfterSeconds: 3 } : undefined),
+      },
+    });
+    /** Each way's answer: status line, Retry-After and the Status body. */
+    const answers = async (path: string): Promise<string[]> => {
+      // A POST goes to fastify's route; a GET naming "watch" is judged by the watch path; an Upgrade by the upgrade path.
+      const plain = await app.inject({ method: 'POST', url: path });
+      const watch = await app.inject({ method: 'GET', url: path });
+      const raw = await upgrade(path, 'GET');
+      const [rawHead = '', rawBody = ''] = raw.split('\r\n\r\n');
+      const rawStatus = JSON.parse(rawBody) as { code: number; message: string };
+      return [
+        `${plain.statusCode} ${plain.headers.get('retry-after')} ${status(plain).message}`,
+        `${watch.statusCode} ${watch.headers.get('retry-after')} ${status(watch).message}`,
+        `${rawStatus.code} ${/retry-after: (\d+)/iu.exec(rawHead)?.[1] ?? null} ${rawStatus.message}`,
+      ];
+    };
+    const alike = async (path: string, expected: string): Promise<void> => {
+      const got = await answers(path);
+      expect(new Set(got).size, got.join('\n')).toBe(1);
+      expect(got[0]).toMatch(expected);
+    };
+    await alike(limited, '503 1 the proxy has no route table yet');
+    source.handlers!.onTable(table(2));
+    await alike(`/clusters/nope${limited}`, 'cluster "nope" is not in the route table of shard');
+    // A rule limiting pods/exec answers kubectl exec, whichever way it comes.
+    await alike(limited, '429 3 exec limited');
   });
 });

@@ -5,7 +5,7 @@ import { PassThrough } from 'node:stream';
 import { gzipSync } from 'node:zlib';
 import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
-import { acceptsGzip, sendGunzipped } from '../../../src/proxy/request/gzip-answer.js';
+import { acceptsGzip, sendGunzipped } from '../../../src/proxy/request/answer/gzip-answer.js';
 
 describe('acceptsGzip', () => {
   it.each([

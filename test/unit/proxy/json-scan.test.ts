@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { EventScanner, MAX_DEPTH, type ScannedEvent } from '../../../src/proxy/request/json-scan.js';
+import { EventScanner, MAX_DEPTH, type ScannedEvent } from '../../../src/proxy/request/answer/json-scan.js';
 
 const HASH = 'ctrlmesh.kusionstack.io/sharding-hash';
 const KEYS = [HASH, 'tier'];

@@ -76,7 +76,8 @@ describe('LockRenamer', () => {
   it('leaves the same name in any other namespace an ordinary object', () => {
     expect(renamer.concerns(info('PUT', '/apis/coordination.k8s.io/v1/namespaces/victim/leases/operator-leader'))).toBeUndefined();
     expect(renamer.concerns(info('POST', '/apis/coordination.k8s.io/v1/namespaces/victim/leases'))).toBeUndefined();
-    // Found by the differential fuzz: a POST to a named path in the operator's namespace is not a lock create.
+    // A POST to a named path in the operator's namespace is not a lock create: a lock is created by a POST to the
+    // collection (test/integration/proxy-fuzz.test.ts sends such paths against the API server as the oracle).
     expect(renamer.concerns(info('POST', '/apis/coordination.k8s.io/v1/namespaces/op/leases/binding'))).toBeUndefined();
   });
 

@@ -3,7 +3,7 @@ import { setImmediate as tick } from 'node:timers/promises';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { UnjudgedListError } from '../../../src/errors.js';
-import { filterListBody, filterListBytes, judgeList } from '../../../src/proxy/request/list-filter.js';
+import { filterListBody, filterListBytes, judgeList } from '../../../src/proxy/request/answer/list-filter.js';
 import { drain } from './drain.js';
 
 const SELECTOR = "shardRange(object.metadata.namespace, '0x0000000000000000', '0x8000000000000000')";

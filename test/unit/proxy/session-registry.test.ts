@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { decide } from '../../../src/proxy/request/enforce.js';
+import { decide } from '../../../src/proxy/request/judgement/enforce.js';
 import { isRefusal, parseApiRequest } from '../../../src/proxy/request/parse/index.js';
-import { RouteState, type ClusterLink } from '../../../src/proxy/routes/route-state.js';
+import { RouteState } from '../../../src/proxy/routes/route-state.js';
+import type { ClusterLink } from '../../../src/proxy/upstream/index.js';
 import { SessionRegistry, type OpenSession } from '../../../src/proxy/routes/session-registry.js';
 import type { EndReason } from '../../../src/proxy/routes/open-streams.js';
 import { bucketOf } from '../../../src/sharding/index.js';

@@ -3,7 +3,7 @@ import { Readable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { UnjudgedListError } from '../../../src/errors.js';
 import { ClusterShardView } from '../../../src/proxy/index.js';
-import { echoedSelector, filterListBody, judgeList } from '../../../src/proxy/request/list-filter.js';
+import { echoedSelector, filterListBody, judgeList } from '../../../src/proxy/request/answer/list-filter.js';
 import { bucketOf, createHashSettings, matches, namespaceHash, parseSelector } from '../../../src/sharding/index.js';
 import type { ClusterRoute } from '../../../src/transport/index.js';
 import { clusterFixture, routeTableFixture } from './route-table-fixture.js';
@@ -171,7 +171,7 @@ describe('objects sharded by uid', () => {
   });
 
   it('decide: lists are sharded, creates pass, every other verb on one object waits for its uid', async () => {
-    const { decide } = await import('../../../src/proxy/request/enforce.js');
+    const { decide } = await import('../../../src/proxy/request/judgement/enforce.js');
     const info = (verb: string, name?: string) => ({ kind: 'resource' as const, verb: verb as never, group: '', version: 'v1', resource: 'configmaps', subresource: undefined, namespace: 'ns', name });
     expect(decide(info('list'), view, 's')).toEqual({ kind: 'forward', sharded: true });
     expect(decide(info('create'), view, 's')).toEqual({ kind: 'forward' });
@@ -188,7 +188,7 @@ describe('withUidPrecondition', () => {
   const UID = 'u-1';
   const JUDGED = { uid: UID, resourceVersion: '42' };
   it('adds the uid to the write in the form the API server checks', async () => {
-    const { withUidPrecondition } = await import('../../../src/proxy/request/uid-precondition.js');
+    const { withUidPrecondition } = await import('../../../src/proxy/request/judgement/uid-precondition.js');
     const body = (r: ReturnType<typeof withUidPrecondition>): unknown => ('code' in r ? r : JSON.parse(r.body));
     expect(body(withUidPrecondition('delete', undefined, '', JUDGED))).toMatchObject({ kind: 'DeleteOptions', preconditions: { uid: UID } });
     expect(body(withUidPrecondition('delete', 'application/json', '{"propagationPolicy":"Foreground","preconditions":{"resourceVersion":"5"}}', JUDGED))).toEqual({
@@ -206,7 +206,7 @@ describe('withUidPrecondition', () => {
     ]);
   });
   it('refuses a client uid that is not the judged one: another object\'s, or "" (no precondition to the API server)', async () => {
-    const { withUidPrecondition } = await import('../../../src/proxy/request/uid-precondition.js');
+    const { withUidPrecondition } = await import('../../../src/proxy/request/judgement/uid-precondition.js');
     for (const uid of ['', 'other', 0, { a: 1 }]) {
       const text = JSON.stringify(uid);
       expect(withUidPrecondition('update', 'application/json', `{"metadata":{"uid":${text}}}`, JUDGED)).toMatchObject({ code: 409 });
@@ -220,7 +220,7 @@ describe('withUidPrecondition', () => {
   });
 
   it('refuses what it cannot carry the uid in: apply patches, protobuf, non-objects, duplicate-key tricks come out single', async () => {
-    const { withUidPrecondition } = await import('../../../src/proxy/request/uid-precondition.js');
+    const { withUidPrecondition } = await import('../../../src/proxy/request/judgement/uid-precondition.js');
     expect(withUidPrecondition('patch', 'application/apply-patch+yaml', 'data: {}', JUDGED)).toMatchObject({ code: 415 });
     expect(withUidPrecondition('update', 'application/vnd.kubernetes.protobuf', '\u0000k8s', JUDGED)).toMatchObject({ code: 415 });
     expect(withUidPrecondition('patch', 'application/merge-patch+json', '[1]', JUDGED)).toMatchObject({ code: 400 });

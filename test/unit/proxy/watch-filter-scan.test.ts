@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { WatchEventFilter, type EventJudge, type EventReading } from '../../../src/proxy/request/watch-filter.js';
+import { WatchEventFilter, type EventJudge, type EventReading } from '../../../src/proxy/request/answer/watch-filter.js';
 import { ClusterShardView } from '../../../src/proxy/routes/shard-view.js';
 import { clusterFixture, routeTableFixture } from './route-table-fixture.js';
 

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { RouteState, type ClusterLink } from '../../../src/proxy/routes/route-state.js';
+import { RouteState } from '../../../src/proxy/routes/route-state.js';
+import type { ClusterLink } from '../../../src/proxy/upstream/index.js';
 import type { ClusterShardView } from '../../../src/proxy/routes/shard-view.js';
 import type { EndReason } from '../../../src/proxy/routes/open-streams.js';
 import { WatchRegistry, endReason, type OpenWatch } from '../../../src/proxy/routes/watch-registry.js';

@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { PassThrough } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
 import { EXPIRED_EVENT } from '../../../src/proxy/index.js';
-import { WatchRelay } from '../../../src/proxy/request/watch-relay.js';
+import { WatchRelay } from '../../../src/proxy/request/answer/watch-relay.js';
 
 const event = (hash: string, rv: number): string => `{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"resourceVersion":"${rv}","labels":{"h":"${hash}"}}}}\n`;
 const admits = (m: { labels?: Readonly<Record<string, string>> }): boolean => m.labels?.h === '1';

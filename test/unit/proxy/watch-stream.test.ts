@@ -2,7 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import { describe, expect, it } from 'vitest';
 import { pino } from 'pino';
 import { CtrlmeshError, UpstreamTimeoutError } from '../../../src/errors.js';
-import { failureAnswer, openWatchStream } from '../../../src/proxy/request/forward.js';
+import { failureAnswer, openWatchStream } from '../../../src/proxy/request/answer/forward.js';
 import type { ClusterEntry } from '../../../src/proxy/routes/route-state.js';
 import type { Http2Answer, Http2WatchPool } from '../../../src/proxy/upstream/http2-watches.js';
 

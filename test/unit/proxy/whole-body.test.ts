@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { PassThrough } from 'node:stream';
 import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
-import { sendWhole } from '../../../src/proxy/request/whole-body.js';
+import { sendWhole } from '../../../src/proxy/request/answer/whole-body.js';
 
 const LIMIT = 1024;
 

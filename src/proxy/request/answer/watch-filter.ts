@@ -1,4 +1,4 @@
-import type { EventJudge, ObjectMetadata } from '../routes/shard-view.js';
+import type { EventJudge, ObjectMetadata } from '../../routes/shard-view.js';
 import { EventScanner } from './json-scan.js';
 
 export type { EventJudge };

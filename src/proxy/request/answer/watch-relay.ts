@@ -1,15 +1,15 @@
 import type { ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
-import type { RouteController } from '../routes/route-controller.js';
-import type { ClusterEntry } from '../routes/route-state.js';
+import type { RouteController } from '../../routes/route-controller.js';
+import type { ClusterEntry } from '../../routes/route-state.js';
 import type { StreamAnswer } from './forward.js';
-import type { ResourceRequest } from './parse/index.js';
+import type { ResourceRequest } from '../parse/index.js';
 import { WatchEventFilter, type EventJudge } from './watch-filter.js';
 
 /**
  * One sharded watch carried from the API server's stream to the client's response through the shard's event filter,
  * with no stream between them: a Transform and two pipes held more of an open watch's memory than the filter's own
- * state (16.6 against 9.1 KiB of heap a watch, docs/proxy.md, session 16). The API server's stream waits while the
+ * state (16.6 against 9.1 KiB of heap a watch, bench/results/history.md). The API server's stream waits while the
  * client's socket is full.
  */
 export class WatchRelay {

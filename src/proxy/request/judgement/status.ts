@@ -1,7 +1,3 @@
-import type { FastifyReply } from 'fastify';
-import type { ServerResponse } from 'node:http';
-import type { Duplex } from 'node:stream';
-
 /**
  * Kubernetes `Status` bodies for the answers the proxy gives itself, so client-go and client-node parse them
  * as they parse the API server's own (reason, code and details drive their error types).
@@ -71,32 +67,4 @@ export function statusFor(code: number, message: string, details?: StatusDetails
 /** The refusal of a request whose route table changed, or whose lease ended, between its judgement and its sending. */
 export function tableChanged(): KubeStatus {
   return statusFor(503, 'the route table this request was judged by changed or its lease ended meanwhile; retry');
-}
-
-/** Answers with `status` as a Kubernetes Status body, with `Retry-After` when given. */
-export function sendStatus(reply: FastifyReply, status: KubeStatus, retryAfterSeconds?: number): FastifyReply {
-  if (retryAfterSeconds !== undefined) reply.header('retry-after', String(retryAfterSeconds));
-  return reply.code(status.code).type('application/json').send(JSON.stringify(status));
-}
-
-/** The same answer on Node's own response, for a request no fastify reply serves (watch-path.ts). */
-export function writeStatus(res: ServerResponse, status: KubeStatus, retryAfterSeconds?: number): void {
-  const body = JSON.stringify(status);
-  res.writeHead(status.code, {
-    'content-type': 'application/json',
-    'content-length': Buffer.byteLength(body),
-    ...(retryAfterSeconds === undefined ? {} : { 'retry-after': String(retryAfterSeconds) }),
-  });
-  res.end(body);
-}
-
-/**
- * Answers with `status` on a bare socket and closes it: for a connection no HTTP response object serves (an upgrade
- * refused, a request Node's server refused before any route). The connection carries nothing after it.
- */
-export function endWithStatus(socket: Duplex, status: KubeStatus): void {
-  const body = JSON.stringify(status);
-  socket.end(
-    `HTTP/1.1 ${status.code} ${status.reason}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
-  );
 }

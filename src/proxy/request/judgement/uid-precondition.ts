@@ -54,8 +54,8 @@ function withFields(holder: Record<string, unknown>, key: string, judged: Partia
  * An update and a delete carry the uid as a precondition the API server checks on every try. A JSON patch gets a
  * `test` of the uid first, applied to the object the patch reaches. A merge patch's uid is only a field, refused as a
  * change of an immutable one, and a status strategy (a custom resource's) copies the stored metadata over it first:
- * so a merge patch carries the judged resourceVersion too, a precondition on every path (an attacker probe, session
- * 19, had a raced merge patch of /status land on another shard's object). The price: a merge patch of an object
+ * so a merge patch carries the judged resourceVersion too, a precondition on every path (without it a raced merge
+ * patch of /status landed on another shard's object: test/integration/proxy-uid-race.test.ts). The price: a merge patch of an object
  * changed since the proxy read it gets 409, as for any client that sends a resourceVersion.
  */
 export function withUidPrecondition(verb: 'update' | 'patch' | 'delete', contentType: string | undefined, body: string, judged: JudgedObject): Preconditioned {

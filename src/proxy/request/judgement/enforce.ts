@@ -1,5 +1,5 @@
-import type { ClusterShardView } from '../routes/shard-view.js';
-import { isWrite, type RequestInfo } from './parse/index.js';
+import type { ClusterShardView } from '../../routes/shard-view.js';
+import { isWrite, type RequestInfo } from '../parse/index.js';
 import { statusBody, type KubeStatus } from './status.js';
 
 /**

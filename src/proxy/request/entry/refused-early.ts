@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { endWithStatus, statusFor } from './status.js';
+import { statusFor } from '../judgement/status.js';
+import { endWithStatus } from '../answer/send-status.js';
 
 /**
  * Answers to requests Node's HTTP server refuses before any route sees them, as Status bodies like every answer of

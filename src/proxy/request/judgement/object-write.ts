@@ -1,13 +1,13 @@
-import type { FastifyReply } from 'fastify';
-import type { ClusterEntry } from '../routes/route-state.js';
-import type { ObjectMetadata } from '../routes/shard-view.js';
-import type { UpstreamResponse } from './forward.js';
-import { readBoundedBody, type ResourceRequest } from './parse/index.js';
+import type { Logger } from 'pino';
+import type { ClusterEntry } from '../../routes/route-state.js';
+import type { ObjectMetadata } from '../../routes/shard-view.js';
+import { readBoundedBody, type ResourceRequest } from '../parse/index.js';
 import { statusBody, statusFor, type KubeStatus } from './status.js';
 import { withUidPrecondition } from './uid-precondition.js';
+import { refuse, type Judgement, type Plan } from './judge.js';
 
 /** The most of one object's answer the proxy reads to judge it (the API server's own object limit is lower). */
-const OBJECT_MAX_BYTES = 16 * 1024 * 1024;
+export const OBJECT_MAX_BYTES = 16 * 1024 * 1024;
 
 interface ObjectBody {
   metadata?: ObjectMetadata;
@@ -16,7 +16,7 @@ interface ObjectBody {
 }
 
 /** The metadata of an object answer (a Table of one row included), or undefined for anything else. */
-function metadataOf(text: string): ObjectMetadata | undefined {
+export function metadataOf(text: string): ObjectMetadata | undefined {
   let body: ObjectBody;
   try {
     body = JSON.parse(text) as ObjectBody;
@@ -40,7 +40,7 @@ function describe(info: ResourceRequest, view: ClusterEntry['view']): string {
   return `${what} "${info.name ?? ''}"${info.namespace === undefined ? '' : ` in namespace "${info.namespace}"`} of cluster "${view.name}"`;
 }
 
-function notServed(info: ResourceRequest, entry: ClusterEntry, shard: string): KubeStatus {
+export function notServed(info: ResourceRequest, entry: ClusterEntry, shard: string): KubeStatus {
   const details = { ...(info.name === undefined ? {} : { name: info.name }), group: info.group, kind: info.resource };
   return statusBody(404, 'NotFound', `${describe(info, entry.view)} is not served by shard "${shard}"`, details);
 }
@@ -90,30 +90,20 @@ export async function judgeObjectWrite(options: {
 }
 
 /**
- * The answer to a read of one object sharded by uid: passed on when the shard owns the object, 404 otherwise (as
- * for an object of another shard's namespace). Only JSON answers are read; anything else is refused, never passed.
+ * Finishes the judgement of a write to an object sharded by uid (`plan.objectWrite`): reads the object, judges its
+ * uid, and plans the client's body with the uid as a precondition. An object the proxy could not read is refused with
+ * 503, which the client retries.
  */
-export function sendJudgedObject(options: { reply: FastifyReply; res: UpstreamResponse; entry: ClusterEntry; info: ResourceRequest; shard: string }): void {
-  const { reply, res, entry, info, shard } = options;
-  const answer = (status: KubeStatus): void => {
-    reply.code(status.code).removeHeader('content-length').removeHeader('content-encoding');
-    void reply.type('application/json').send(JSON.stringify(status));
-  };
-  if (reply.getHeader('content-encoding') !== undefined) {
-    res.stream.destroy();
-    return answer(statusFor(502, 'the proxy must read this object and the API server sent it encoded'));
+export async function judgeWriteByObject(plan: Plan, body: Buffer, contentType: string | undefined, logger: Logger): Promise<Judgement> {
+  const info = plan.objectWrite;
+  if (info === undefined) return plan;
+  let judged: Awaited<ReturnType<typeof judgeObjectWrite>>;
+  try {
+    judged = await judgeObjectWrite({ entry: plan.entry, info, shard: plan.state.table.shard, contentType, body: body.toString('utf8') });
+  } catch (err) {
+    logger.warn({ err, cluster: plan.cluster }, 'could not read an object sharded by uid before writing it');
+    return refuse(plan, statusFor(503, `cluster "${plan.cluster}": the proxy could not read the object to judge this write: ${(err as Error).message}`));
   }
-  readBoundedBody(res.stream, OBJECT_MAX_BYTES).then(
-    (text) => {
-      const metadata = metadataOf(text);
-      if (metadata === undefined) return answer(statusFor(502, 'the proxy must read this object and cannot: the answer is not a JSON object'));
-      if (!entry.view.admits(info.group, info.resource, metadata)) return answer(notServed(info, entry, shard));
-      reply.removeHeader('content-length');
-      void reply.send(text);
-    },
-    (err: unknown) => {
-      res.stream.destroy();
-      answer(statusFor(502, `the proxy must read this object and cannot: ${(err as Error).message}`));
-    },
-  );
+  if ('kind' in judged) return refuse(plan, judged);
+  return { ...plan, objectWrite: undefined, body: judged.body, contentType: judged.contentType };
 }

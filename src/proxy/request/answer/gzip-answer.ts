@@ -2,8 +2,9 @@ import type { FastifyReply } from 'fastify';
 import { pipeline, Readable } from 'node:stream';
 import { createGunzip, gunzipSync } from 'node:zlib';
 import type { UpstreamResponse } from './forward.js';
-import { collectUpTo } from './parse/index.js';
-import { sendStatus, statusFor } from './status.js';
+import { collectUpTo } from '../parse/index.js';
+import { statusFor } from '../judgement/status.js';
+import { sendStatus } from './send-status.js';
 
 /** A compressed answer up to this size is read whole and decoded in one call (a list of 5,000 ConfigMaps: 264 KiB). */
 const WHOLE_COMPRESSED_BYTES = 1024 * 1024;
@@ -36,7 +37,7 @@ export function acceptsGzip(header: string | string[] | undefined): boolean {
  * is a long list, which then costs the proxy 13 times fewer TLS records to read (each a callback and a chunk through
  * the body stream) than unencoded; Go's transport does the same for `kubectl proxy`. Decoded in one call, not through
  * zlib's stream: in a proxy that had served a storm of watches the stream cost more than reading the list unencoded
- * (docs/proxy.md, Figures, session 15). Bytes that are not gzip get 502 (nothing was sent yet); an answer the API
+ * (bench/results/history.md). Bytes that are not gzip get 502 (nothing was sent yet); an answer the API
  * server's connection cuts is cut for the client too.
  */
 export function sendGunzipped(reply: FastifyReply, res: UpstreamResponse): void {

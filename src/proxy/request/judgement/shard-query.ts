@@ -1,8 +1,8 @@
-import { SelectorSyntaxError } from '../../errors.js';
-import type { ClusterEntry } from '../routes/route-state.js';
-import type { ResourceSelection } from '../routes/shard-view.js';
+import { SelectorSyntaxError } from '../../../errors.js';
+import type { ClusterEntry } from '../../routes/route-state.js';
+import type { ResourceSelection } from '../../routes/shard-view.js';
 import { jsonAccept } from './accept.js';
-import type { QueryParams, ResourceRequest } from './parse/index.js';
+import type { QueryParams, ResourceRequest } from '../parse/index.js';
 import { statusFor, type KubeStatus } from './status.js';
 
 /**

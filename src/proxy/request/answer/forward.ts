@@ -4,12 +4,12 @@ import { validateHeaderName, validateHeaderValue, type IncomingMessage, type Out
 import { constants } from 'node:http2';
 import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
-import type { LockRenamer } from '../routes/leader-election.js';
-import type { ClusterEntry } from '../routes/route-state.js';
-import type { Http2WatchPool } from '../upstream/http2-watches.js';
-import { ClientRequestError, CtrlmeshError, ErrorCodes, UpstreamTimeoutError } from '../../errors.js';
-import { readBoundedBytes, stripHeaders, type HeaderPolicy } from './parse/index.js';
-import { statusBody, statusFor, type KubeStatus } from './status.js';
+import type { LockRenamer } from '../../routes/leader-election.js';
+import type { ClusterEntry } from '../../routes/route-state.js';
+import type { Http2WatchPool } from '../../upstream/index.js';
+import { ClientRequestError, CtrlmeshError, ErrorCodes, UpstreamTimeoutError } from '../../../errors.js';
+import { readBoundedBytes, stripHeaders, type HeaderPolicy } from '../parse/index.js';
+import { statusBody, statusFor, type KubeStatus } from '../judgement/status.js';
 
 /** The upstream answer reply-from hands over. */
 export interface UpstreamResponse {

@@ -1,6 +1,6 @@
 import { Readable } from 'node:stream';
-import { UnjudgedListError } from '../../errors.js';
-import type { ObjectMetadata } from '../routes/shard-view.js';
+import { UnjudgedListError } from '../../../errors.js';
+import type { ObjectMetadata } from '../../routes/shard-view.js';
 import { EventScanner } from './json-scan.js';
 
 /** The head of a list answer the proxy reads to find `metadata` (it precedes `items` in the API server's JSON). */

@@ -22,9 +22,9 @@ export function isPipelined(res: ServerResponse): boolean {
 /**
  * Resolves true when a pipelined request's turn comes (its response got the connection), false when its client left
  * first or its connection queued too many. The API server's Go server reads a pipelined request only at its turn:
- * the proxy judges and forwards it only then too, so a client that leaves has nothing of it on its way (an attacker
- * probe, session 18, found such requests forwarded and their calls never ended: writes held back every later table's
- * acknowledgement, a half-open breaker refused its cluster for good, watches stayed open on the API server).
+ * the proxy judges and forwards it only then too, so a client that leaves has nothing of it on its way (forwarded,
+ * such requests' calls never ended: writes held back every later table's acknowledgement, a half-open breaker refused
+ * its cluster for good, watches stayed open on the API server; test/integration/proxy-client-gone.test.ts).
  */
 export function untilTurn(req: IncomingMessage, res: ServerResponse): Promise<boolean> {
   const socket = req.socket;

@@ -1,6 +1,6 @@
 import type { FastifyReply } from 'fastify';
 import type { UpstreamResponse } from './forward.js';
-import { collectUpTo } from './parse/index.js';
+import { collectUpTo } from '../parse/index.js';
 
 /**
  * Answers that end within this many bytes are read whole and sent with their head: one write to the client, where
