@@ -1,6 +1,6 @@
 import { defineConfig } from 'vitest/config';
 
-// The long fault suite (issue 12) runs in a project of its own; both projects use one shared test bed.
+// The long fault suite runs in a project of its own; both projects use one shared test bed.
 const FAULTS = ['test/integration/faults.test.ts'];
 
 export default defineConfig({

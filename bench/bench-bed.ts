@@ -54,7 +54,7 @@ export function benchCredentials(): BenchCredentials {
  * A bearer token of a ServiceAccount bound to cluster-admin and exempt from API Priority and Fairness, as the admin
  * is, from the TokenRequest API: how a deployed sidecar is
  * best given its credentials (docs/install.md, The proxy Secret). A client certificate costs the API server a second
- * signature check per request from any OpenSSL client, Node's included (docs/proxy.md, Figures, session 20).
+ * signature check per request from any OpenSSL client, Node's included (bench/results/history.md, 2026-11-27).
  */
 export async function serviceAccountToken(admin: Dispatcher): Promise<string> {
   const post = async (path: string, object: unknown): Promise<unknown> => {

@@ -1,5 +1,5 @@
 /**
- * The cost of the bus's security (issue 11): the same traffic on an open nats-server (plain TCP, no auth) and on a
+ * The cost of the bus's security: the same traffic on an open nats-server (plain TCP, no auth) and on a
  * secure one (TLS with the bed's CA, decentralized JWT auth, each process with its role's identity), started side
  * by side and measured in alternating order within each round, so a burst of other work on the machine lands on
  * both. Not a benchmark of its own (main.ts skips this file): bench/hub.ts adds these rows to its table.

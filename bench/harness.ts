@@ -4,7 +4,7 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 /**
  * The benchmark harness API: a benchmark module (bench/<name>.ts) default-exports a {@link Benchmark}; main.ts runs
- * each one, prints its rows as a table and writes them to bench/results/<name>.json.
+ * each one, prints its rows as a table and records them in the run's file in bench/results/ (bench/results-file.ts).
  */
 export type Figure = number | string | boolean;
 

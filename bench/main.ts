@@ -1,13 +1,16 @@
-import { mkdirSync, readdirSync, writeFileSync } from 'node:fs';
+import { readdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { Benchmark, BenchRow } from './harness.js';
+import { currentLoad, gitCommit, machineFacts, runRecord, writeRunResults, type BenchmarkResult } from './results-file.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
-// dist/bench/main.js -> <repo>/bench/results
-const resultsDir = join(here, '..', '..', 'bench', 'results');
-// bus.js, propagation.js: rows that hub.js adds to its table; shard-selection.js: rows that proxy.js adds.
-const NOT_BENCHMARKS = new Set(['main.js', 'harness.js', 'bus.js', 'propagation.js', 'shard-selection.js', 'bench-bed.js']);
+// dist/bench/main.js -> <repo>
+const repo = join(here, '..', '..');
+const resultsDir = join(repo, 'bench', 'results');
+// bus.js, propagation.js: rows that hub.js adds to its table; shard-selection.js: rows that proxy.js adds; the rest
+// are helpers.
+const NOT_BENCHMARKS = new Set(['main.js', 'harness.js', 'results-file.js', 'bus.js', 'propagation.js', 'shard-selection.js', 'bench-bed.js']);
 
 function table(rows: BenchRow[]): string {
   const columns = [...new Set(rows.flatMap((r) => Object.keys(r)))];
@@ -25,15 +28,17 @@ async function main(filter: string[]): Promise<void> {
     process.exitCode = 2;
     return;
   }
-  mkdirSync(resultsDir, { recursive: true });
+  // One file per run, written again as each benchmark ends, so a run that fails later keeps what it measured.
+  const run = { started: new Date(), commit: gitCommit(repo), machine: machineFacts(), loadStart: currentLoad() };
+  const results: BenchmarkResult[] = [];
   for (const bench of selected) {
     process.stderr.write(`bench: ${bench.name}: ${bench.description}\n`);
-    const started = Date.now();
+    const startedAt = new Date().toISOString();
     const rows = await bench.run({ progress: (message) => process.stderr.write(`bench: ${bench.name}: ${message}\n`) });
-    const file = join(resultsDir, `${bench.name}.json`);
-    const record = { benchmark: bench.name, description: bench.description, node: process.version, date: new Date(started).toISOString(), rows };
-    writeFileSync(file, `${JSON.stringify(record, null, 2)}\n`);
-    console.log(`\n## ${bench.name} — ${bench.description}\n${table(rows)}\n(${file})`);
+    results.push({ name: bench.name, description: bench.description, startedAt, rows });
+    const record = runRecord({ started: run.started, commit: run.commit, machine: run.machine, load: { start: run.loadStart, end: currentLoad() }, results });
+    const file = writeRunResults(resultsDir, record);
+    console.log(`\n## ${bench.name} — ${bench.description}\n${table(rows)}\n(${file}; ${join(resultsDir, 'latest.md')})`);
   }
 }
 

@@ -1,5 +1,5 @@
 /**
- * Route change -> every proxy applied (issues 12 and 17): the same change, end to end through a real hub, measured
+ * Route change -> every proxy applied: the same change, end to end through a real hub, measured
  * on sides started together and measured in interleaved rounds (ROUTE_CHANGE_GROUPS): one secure nats-server (R1
  * buckets) against a secure 3-server cluster (R3 buckets) with 6 proxies and a short hub debounce; then 50 proxies
  * on both, with the hub's default debounce and with the short one. Not a benchmark of its own (main.ts skips this
@@ -79,12 +79,12 @@ export interface SideSpec {
 
 /** Sides started together and measured in the same interleaved rounds; groups run one after another. */
 export const ROUTE_CHANGE_GROUPS: readonly (readonly SideSpec[])[] = [
-  // Issue 12: one server against a 3-server cluster, 6 proxies, short debounce.
+  // One server against a 3-server cluster, 6 proxies, short debounce.
   [
     { kind: 'single', proxies: 6, debounceMs: SHORT_DEBOUNCE_MS },
     { kind: 'cluster', proxies: 6, debounceMs: SHORT_DEBOUNCE_MS },
   ],
-  // Issue 17: 50 proxies, the hub at its default debounce (isolated changes, and back-to-back on the cluster) and at
+  // 50 proxies (the target's deployment), the hub at its default debounce (isolated changes, and back-to-back on the cluster) and at
   // the short one, on both deployments.
   [
     { kind: 'single', proxies: 50, pacing: 'isolated' },

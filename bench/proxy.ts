@@ -602,7 +602,7 @@ async function manyWatchRows(bed: Bed): Promise<BenchRow[]> {
   // grows a process's heap and RSS, later ones reuse them). The timed rounds then meet proxies and an API server that
   // have opened such a storm before (compiled code, grown heaps and stacks), as a route change does in service.
   // Without it the target that opened round 1 met a cold API server: kubectl proxy's first storm took 1.5-2.5 s,
-  // its later ones 0.4-0.7 s (session 20).
+  // its later ones 0.4-0.7 s (bench/results/history.md, 2026-11-27).
   for (const target of proxies) {
     progress(`${MANY_WATCHES} watches at once, warm-up and memory (time not counted): ${target.name}`);
     const gc0 = target.child ? await proxyMemory(target.child) : undefined;
@@ -624,7 +624,7 @@ async function manyWatchRows(bed: Bed): Promise<BenchRow[]> {
   for (let r = 0; r < MANY_WATCH_ROUNDS; r++) {
     // A storm pays for what the one before left (the HTTP/1.1 forwarder's 2,000 TLS connections closing): rotated, the
     // targets would always follow the same neighbour, and two builds side by side would differ by their places
-    // (about 20 % of CPU a watch in session 24). Each round takes them in an order of its own.
+    // (about 20 % of CPU a watch: bench/results/history.md, 2026-11-28). Each round takes them in an order of its own.
     for (const t of shuffled(proxies.map((_, i) => i))) {
       const target = proxies[t]!;
       progress(`${MANY_WATCHES} watches at once, round ${r + 1}/${MANY_WATCH_ROUNDS}: ${target.name}`);

@@ -76,8 +76,9 @@ interface ListedConfig extends SelectingConfig {
 
 /**
  * Whether a StatefulSet named `name` controls the pod (its controller owner reference), as for every pod its
- * controller creates. A pod that is only named like one of them gets no shard: an attacker probe (session 19) had a
- * bare pod named `sample-0` injected as the shard of ordinal 0.
+ * controller creates. A pod that is only named like one of them gets no shard, or a bare pod named `sample-0` would
+ * run as the shard of ordinal 0 (pinned by test/integration/injection.test.ts, 'gives a pod of an auto-sharding root
+ * the shard its StatefulSet ordinal runs, and refuses any other pod').
  */
 function controlledBy(pod: PodLike, name: string): boolean {
   return (pod.metadata?.ownerReferences ?? []).some((o) => o.controller === true && o.kind === 'StatefulSet' && o.apiVersion.startsWith('apps/') && o.name === name);

@@ -173,9 +173,10 @@ export async function registerWebhook(options: WebhookRegistration): Promise<voi
  * On a clean shutdown, the API server should stop calling webhooks that will not answer, rather than wait out their
  * timeout on every write: the labelling webhooks go (they ignore failures, and the next agent's pass labels what
  * they missed). The injection webhook, when registered, stays: it fails closed, so a labelled pod created while no
- * agent runs is refused rather than created without its proxy (an attacker probe, session 19: every agent restart
- * let such pods through, to run unsharded on their own credentials). Without it the configuration is deleted (gone
- * already is fine).
+ * agent runs is refused rather than created without its proxy: otherwise every agent restart would let such pods
+ * through, to run unsharded on their own credentials (pinned by test/integration/injection.test.ts, 'stopped cleanly,
+ * the agent keeps the injection webhook only: a labelled pod created meanwhile is refused, never created without its
+ * proxy'). Without it the configuration is deleted (gone already is fine).
  */
 export async function retireWebhook(options: { kc: KubeConfig; cluster: string; injection?: { target: WebhookTarget; caPem: string } }): Promise<void> {
   const { kc, cluster, injection } = options;

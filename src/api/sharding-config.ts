@@ -51,7 +51,9 @@ const ResourceSelectorSchema = Type.Object(
 /**
  * The most pods an auto-sharding root may place (canary replicas plus shardingSize x everyShardReplicas). Its children
  * are computed on every planning pass, pod ordinals included, from whatever a member cluster reports: an unbounded
- * count let one report exhaust the hub's memory (attacker probe, session 20). No operator runs that many replicas.
+ * count would let one report exhaust the hub's memory (test/unit/hub/rogue-report.test.ts, 'a root of a billion
+ * replicas: invalid, naming the field, and planned in no time while prod plans on'). No operator runs that many
+ * replicas.
  */
 export const MAX_ROOT_PODS = 10_000;
 

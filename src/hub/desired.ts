@@ -117,7 +117,8 @@ export function desiredPlan(input: DesiredInput): FleetPlan {
       // The operator a config belongs to is the one its manifest names (reports listing it otherwise are dropped).
       const operator = model === undefined ? `${config.namespace}/${config.name}` : `${model.namespace}/${model.name}`;
       if (admitted !== undefined && admitted.get(operator)?.has(cluster) !== true) {
-        // Not the operator file's to plan: naming an operator is not joining it (attacker probe, session 20).
+        // Not the operator file's to plan: naming an operator is not joining it (test/unit/hub/rogue-report.test.ts,
+        // 'changes nothing of it with the hub's --operator-file: the plan is the one prod's report alone makes').
         notAdmitted.push({ operator, cluster });
         continue;
       }
@@ -130,7 +131,8 @@ export function desiredPlan(input: DesiredInput): FleetPlan {
     } catch (err) {
       if (!(err instanceof InvalidConfigError)) throw err;
       // One cluster's configs that cannot be read together (two claiming one shard name, say) freeze its own
-      // operators, never every other cluster's pass (attacker probe, session 20).
+      // operators, never every other cluster's pass (test/unit/hub/rogue-report.test.ts, 'two configs that claim one
+      // shard: only its own operators freeze, prod is planned').
       for (const model of models) frozen.add(`${model.namespace}/${model.name}`);
       meanings = [];
     }
@@ -156,7 +158,8 @@ export function desiredPlan(input: DesiredInput): FleetPlan {
   // An operator with none of its configs admitted keeps what it was granted while a cluster that ran one of its shards
   // still configures it: a line left out of the operator file, or a cluster misnamed in it, must not fence running
   // shards. Any other cluster's copy counts for nothing, so it cannot pin a decommissioned operator's tables
-  // (attacker probe, session 21); once none of those clusters configures it, it is withdrawn as ever.
+  // (test/unit/hub/rogue-report.test.ts, "a copy cannot pin a decommissioned operator's tables: only the clusters its
+  // shards ran in keep it frozen"); once none of those clusters configures it, it is withdrawn as ever.
   for (const { operator, cluster } of notAdmitted) {
     const granted = input.previous.get(operator);
     if (granted !== undefined && !operators.has(operator) && Object.keys(granted).some((shard) => homeClusterOf(shard) === cluster)) frozen.add(operator);
@@ -227,7 +230,8 @@ export function desiredPlan(input: DesiredInput): FleetPlan {
 /**
  * A cluster's health as the planner takes it. With moveUnitsOfOfflineClusters, a cluster this hub has not heard from
  * yet, none of whose shards owns anything, counts as Offline: a hub started while a failed-over cluster is down sees
- * it Unknown until --offline-after, and would meanwhile give its shards units back (attacker probe, session 21). A
+ * it Unknown until --offline-after, and would meanwhile give its shards units back (test/unit/hub/desired-offline.test.ts,
+ * 'gives a shard no units back while its cluster has not been heard from'). A
  * shard gains units only once its cluster has been heard from; one that owns units keeps them until it is Offline.
  */
 function planningHealth(cluster: string, input: DesiredInput, owning: ReadonlySet<string>): ClusterHealth {

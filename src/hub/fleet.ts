@@ -139,7 +139,7 @@ export class Fleet {
     if (prefix === 'removed') {
       if (entry.operation === 'PUT') {
         // Any value under the key removes: one that does not read as this cluster's removal (corrupted, or written
-        // by a hub's answer aimed at the key, attacker probe of session 22) fails closed, until readmit deletes it.
+        // by a hub's answer aimed at the key) fails closed, until readmit deletes it (test/unit/hub/fleet-removal.test.ts).
         const removal = receiveMessage(Messages.clusterRemoval, entry.value, this.source(Buckets.state, entry));
         if (removal !== undefined && removal.cluster !== name) this.logger.warn({ source: `${Buckets.state}/${entry.key}`, cluster: removal.cluster }, 'a removal record names another cluster: counted as a removal of its key\'s');
         this.#removed.add(name);

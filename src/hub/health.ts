@@ -13,8 +13,9 @@ export interface HealthThresholds {
 /**
  * Ready while heartbeats arrive; Unknown, then Offline as they stop. A cluster never heard from since the hub
  * started listening (`listeningSince`) is Unknown, then Offline once it has been silent that long: a hub started
- * after a cluster went down must not take it for one that may be up (attacker probe, session 21: a restarted hub gave
- * units back to an Offline cluster's shards). A heartbeat saying the agent lost its API server is Unknown too.
+ * after a cluster went down must not take it for one that may be up, or it would give units back to that cluster's
+ * shards (pinned by test/unit/hub/health.test.ts, 'counts the silence of a cluster never heard from since the hub
+ * started listening: Unknown, then Offline'). A heartbeat saying the agent lost its API server is Unknown too.
  */
 export function clusterHealth(
   last: { at: number; apiServerReachable: boolean } | undefined,

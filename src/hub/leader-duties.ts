@@ -42,8 +42,7 @@ export interface LeaderDutiesOptions extends Pick<HubOptions, 'tokens' | 'agentI
   isLeader: () => boolean;
   /**
    * Whether the fleet has read every bucket. Until then registrations go unanswered (agents ask again) and reports
-   * are dropped (agents send them again): a removal not read yet would let a removed cluster back in (attacker probe,
-   * session 21).
+   * are dropped (agents send them again): a removal not read yet would let a removed cluster back in.
    */
   loaded: () => boolean;
   /** Called when a stored report may change the plan. */
@@ -119,8 +118,9 @@ export function createLeaderDuties(options: LeaderDutiesOptions): LeaderDuties {
       logger.info({ cluster: name, server: request.cluster.server, channel }, 'cluster registered');
     } else if (!decision.reply.ok) {
       // Under its own identity the cluster is proven (its subject); by token, only once its token is accepted: every
-      // wrong token shares one line, so that a bootstrap holder's flood hides no cluster's refusal (attacker probes,
-      // session 23).
+      // wrong token shares one line, so that a bootstrap holder's flood hides no cluster's refusal
+      // (test/integration/reply-injection.test.ts, 'logs a flood of refused and dropped requests as one line a cause
+      // each interval, with the count held back').
       const sender = channel === 'identity' || tokenAccepted(request.token ?? '', name, tokens) ? `${channel} ${name}` : channel;
       peerDrops.warn(logger, `registration refused ${sender}`, { cluster: name, channel, reason: decision.reply.error }, 'registration refused');
     }

@@ -85,13 +85,17 @@ export function decideRegistration(options: {
     );
   }
   // Removed and readmitted, the cluster speaks under its own identity again only once its token has bound a key: a
-  // copy of the old identity, still valid, does not register it first (attacker probe, session 23).
+  // copy of the old identity, still valid, does not register it first (test/integration/reply-injection.test.ts, "a
+  // copy of a cluster's identity changes no record once the token has bound another key, and does not register the
+  // cluster again after a readmission").
   if (options.channel === 'identity' && options.binding !== undefined && options.binding.publicKey === undefined) {
     return refuse(`registration of cluster "${name}" refused: no key is bound since it was removed; restart its agent (with its --token-file) to bind a new key`);
   }
   // Minted only for the key whose inbox the answer goes to, and which the cluster's token was last exchanged for: a
   // copied identity can mint neither for a key whose inbox its holder cannot read nor for the shared bootstrap key,
-  // whose inbox every bootstrap holder reads (attacker probes, session 22).
+  // whose inbox every bootstrap holder reads (test/unit/hub/registration.test.ts, "under a cluster's own identity,
+  // mints only for the key whose inbox the request is answered on" and "... renews only for the key its token was
+  // last exchanged for, and binds that key").
   if (options.channel === 'identity' && request.publicKey !== undefined) {
     if (request.publicKey !== options.requesterKey) {
       return refuse(`registration of cluster "${name}" refused: under a cluster's own identity, an identity is minted only for that identity's key`);
@@ -111,7 +115,8 @@ export function decideRegistration(options: {
   const moved = existing && (existing.cluster.server !== request.cluster.server || existing.cluster.caPem !== request.cluster.caPem);
   // A token re-points nothing itself, but still binds and mints its key: the agent then re-points the cluster under
   // that identity. Refusing it would let whoever re-pointed the record under a copied identity keep the agent's new
-  // key from ever being bound (attacker probe, session 23).
+  // key from ever being bound (test/unit/hub/registration.test.ts, 're-points a registered cluster only under its own
+  // identity').
   if (moved && options.channel === 'bootstrap' && options.mints) return { write: 'none', reply: ok, ...bind };
   if (moved && options.channel === 'bootstrap') {
     return refuse(
@@ -120,11 +125,14 @@ export function decideRegistration(options: {
     );
   }
   // Labels the hub's token file gives a cluster are its labels, whatever its agent says: a member cluster must not
-  // label itself into other operators' spans (attacker probe, session 20).
+  // label itself into other operators' spans (test/unit/hub/registration.test.ts, "records the labels the hub's token
+  // file gives a cluster, not its agent's").
   const labels = options.tokens.find((t) => t.cluster === name && t.labels !== undefined)?.labels;
   const cluster = labels === undefined ? request.cluster : { ...request.cluster, labels: { ...labels } };
   if (existing && sameIdentity(existing.cluster, cluster)) return { write: 'none', reply: ok, ...bind };
-  // Every copy of the cluster's identity may send here; only the agent holds the bound key (attacker probe, session 23).
+  // Every copy of the cluster's identity may send here; only the agent holds the bound key
+  // (test/unit/hub/registration.test.ts, "under its own identity, changes the record only when signed with the bound
+  // key: a copy of the identity cannot").
   if (options.channel === 'identity' && options.binding?.publicKey !== undefined && options.binding.signs === true && !options.proven) {
     return refuse(
       `registration of cluster "${name}" refused: under its own identity, its record changes only when the request is signed with the key its bootstrap token was last exchanged for; restart its agent (with its --token-file)`,

@@ -31,9 +31,9 @@ function misnamed(objects: readonly ReportedObject[]): string | undefined {
 /**
  * Why the hub will not plan with a cluster's report, or undefined. A report is one member cluster's word: what no
  * honest agent sends (hash settings the planner cannot use, a pod running another cluster's shard, an object listed
- * twice or under another name) made every planning pass of the whole fleet fail, or put addresses into other clusters' route tables
- * (attacker probe, session 20); so did hash settings other than the fleet's, where the hub was given them. Such a
- * report is dropped whole and the cluster's last good one stays.
+ * twice or under another name) would make every planning pass of the whole fleet fail, or put addresses into other
+ * clusters' route tables; so would hash settings other than the fleet's, where the hub was given them
+ * (test/unit/hub/rogue-report.test.ts). Such a report is dropped whole and the cluster's last good one stays.
  */
 export function reportProblem(report: ClusterReport, fleet?: HashSettings): string | undefined {
   const unusable = hashOptionsProblem(report.hash);

@@ -3,8 +3,8 @@ import { ed25519Signer, ed25519Verify, type Ed25519Signer } from './ed25519.js';
 /**
  * The NATS header that carries an agent's signature of a message with its own key. NATS proves which identity sent
  * a message (its subject), not which key: every copy of an identity holds the same JWT, but only the agent holds the
- * key its cluster's token was last bound to (attacker probes, session 23). A header rather than a field, so that
- * hubs of an earlier version, which refuse unknown fields, still read the message.
+ * key its cluster's token was last bound to (test/integration/reply-injection.test.ts). A header rather than a field,
+ * so that hubs of an earlier version, which refuse unknown fields, still read the message.
  */
 export const PROOF_HEADER = 'Ctrlmesh-Proof';
 
@@ -41,7 +41,9 @@ export function proveMessage(seed: Uint8Array, subject: string, data: Uint8Array
  */
 export function messageProvenAt(publicKey: string, subject: string, data: Uint8Array, proof: string | undefined, now: Date): number | undefined {
   const parts = proof === undefined ? null : PROOF.exec(proof);
-  // A time that is no date (month 13) parses as NaN, which no comparison rejects (attacker probe, session 23).
+  // A time that is no date (month 13) parses as NaN, which no comparison rejects
+  // (test/unit/transport/message-proof.test.ts, "hold for the signer's key over the exact bytes on that subject, and
+  // for nothing else").
   const signedAt = parts ? Date.parse(parts[1]!) : Number.NaN;
   if (!parts || !Number.isFinite(signedAt) || new Date(signedAt).toISOString() !== parts[1] || Math.abs(signedAt - now.getTime()) > PROOF_SKEW_MS) return undefined;
   try {
@@ -57,7 +59,8 @@ const NONCE = /^[A-Za-z0-9_-]{1,64}$/u;
 /**
  * Whether a NATS server's login nonce may be signed with a key that also signs proofs: a server the agent is made to
  * connect to (advertised, or in the middle) could otherwise send a proof's text as its nonce and have it signed
- * (attacker probe, session 23).
+ * (test/unit/transport/message-proof.test.ts, 'a proof is no login nonce: the agent signs nonces only as nats-server
+ * makes them').
  */
 export function signableNonce(nonce: string | undefined): boolean {
   return nonce === undefined || NONCE.test(nonce);

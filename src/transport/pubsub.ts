@@ -42,7 +42,8 @@ export function replyInboxKey(reply: string | undefined): string | undefined {
 /**
  * Answers a request, only on an inbox. NATS does not check a reply subject against the requester's permissions, and
  * the answer goes out under the responder's identity: a request naming `$KV.<bucket>.<key>` as its reply would have
- * the hub, which may write every bucket, write its answer there (attacker probe, session 22).
+ * the hub, which may write every bucket, write its answer there (test/unit/transport/reply-inbox.test.ts, 'sends
+ * nothing on a subject that is no inbox'; test/integration/reply-injection.test.ts).
  */
 export function answer(msg: Msg, data: Uint8Array): void {
   if (replyInboxKey(msg.reply) === undefined) throw new CtrlmeshError(ErrorCodes.NATS, `refused to answer on ${JSON.stringify(msg.reply)}: not a requester's inbox`);

@@ -53,9 +53,8 @@ const statusOf = (answer: string): number => Number(/^HTTP\/1\.1 (\d{3})/u.exec(
 
 /**
  * The egress port of a real `ctrlmesh proxy` process (the operator's HTTP_PROXY), tried as an attacker would, each
- * case judged by what a destination server received and by the sidecar staying up. An attacker probe (session 19)
- * ended the whole process with one malformed request or one reset connection, and passed its rules by writing a
- * URL another way.
+ * case judged by what a destination server received and by the sidecar staying up: no malformed request or reset
+ * connection may end the whole process, and no URL written another way may pass its rules.
  */
 describe('the egress port, attacked', () => {
   let dir: string;

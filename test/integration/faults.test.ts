@@ -28,7 +28,7 @@ import { bucket } from './helpers/proxy.js';
 import { cluster, kubeConfigFor, testbed, uniqueName } from './helpers/testbed.js';
 
 /*
- * The fault suite of issue 12: two shards of one operator, each behind a real proxy process; one unit moves from
+ * The fault suite: two shards of one operator, each behind a real proxy process; one unit moves from
  * shard 2 (A, the faulted one) to shard 1 (B) while a fault is on, and writes sent every 20 ms through both
  * proxies show whether the API server ever executed writes of both owners interleaved. Short leases (3 s lease,
  * 1 s grant margin, 500 ms proxy margin) keep it to a few minutes.

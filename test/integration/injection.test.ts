@@ -163,7 +163,7 @@ describe('sidecar injection by the agent webhook, in a real API server', () => {
         (err: unknown) => String((err as ApiException<string>).body),
       );
     expect(await refused(owned('stray'))).toContain(`is selected by the auto-sharding root sample-root`);
-    // Named like an ordinal pod, but no StatefulSet's: no shard (an attacker probe, session 19, had it injected as one).
+    // Named like an ordinal pod, but no StatefulSet's: no shard (the name alone would make it the shard of ordinal 0).
     expect(await refused(pod('sample-0', labels))).toContain(`is selected by the auto-sharding root sample-root`);
   });
 

@@ -15,9 +15,9 @@ const pause = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
 
 /**
  * NATS does not check a request's reply subject against the requester's permissions, and the hub, which may write
- * every bucket, answers under its own identity: a reply subject naming `$KV.<bucket>.<key>` had the hub write its
- * answer there (attacker probe, session 22: a removal undone, a registry record overwritten, the leader lease
- * taken from the hub every few seconds). Judged by effect: what the KV buckets hold, and who leads.
+ * every bucket, answers under its own identity: a reply subject naming `$KV.<bucket>.<key>` would have the hub write
+ * its answer there (a removal undone, a registry record overwritten, the leader lease taken from the hub every few
+ * seconds). Judged by effect: what the KV buckets hold, and who leads.
  */
 describe('the hub answers requests on inboxes only', () => {
   const a = uniqueName('rpa');

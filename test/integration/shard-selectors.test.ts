@@ -59,7 +59,7 @@ interface AuditEvent {
 }
 
 /**
- * Issue 16's "Must show", on both minors with the same ShardingConfigs: the sample operator (ConfigMaps) and the
+ * Shard selectors end to end, on both minors with the same ShardingConfigs: the sample operator (ConfigMaps) and the
  * upstream k8s.io/sample-controller (Foos, and the Deployments it creates), three shards each, over a workload nobody
  * labelled. The cluster is one kube-apiserver of the bed's minor on the bed's etcd, started here because it keeps an
  * audit log. On a server with shard selectors (the v1.37 bed) nothing may be labelled and the proxies must send

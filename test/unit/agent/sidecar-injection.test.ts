@@ -120,8 +120,8 @@ describe('injectSidecar', () => {
     expect(spaced.spec?.containers?.[0]?.env).toEqual([{ name: 'KUBECONFIG', value: KUBECONFIG_PATH }]);
     const joined = injected(pod([{ name: 'm', args: ['--kubeconfig=/etc/k'] }]));
     expect(joined.spec?.containers?.[0]?.args).toEqual([`--kubeconfig=${KUBECONFIG_PATH}`]);
-    // Go's flag package reads -kubeconfig as --kubeconfig, and the last one wins: an attacker probe (session 19) kept
-    // the operator off the proxy with it.
+    // Go's flag package reads -kubeconfig as --kubeconfig, and the last one wins: left as it was, it would keep the
+    // operator off the proxy.
     const dashed = injected(pod([{ name: 'm', args: ['--kubeconfig=/a', '-kubeconfig=/admin/kubeconfig', '-kubeconfig', '/b'] }]));
     expect(dashed.spec?.containers?.[0]?.args).toEqual([`--kubeconfig=${KUBECONFIG_PATH}`, `--kubeconfig=${KUBECONFIG_PATH}`, '-kubeconfig', KUBECONFIG_PATH]);
   });

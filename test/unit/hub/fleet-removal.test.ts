@@ -49,8 +49,8 @@ describe('Fleet: clusters removed from the fleet', () => {
   });
 
   it("fails closed: any value under a cluster's removal key removes it, until readmit deletes the key", () => {
-    // Another cluster's removal, and a value that is no removal at all (what a hub answer aimed at the key wrote
-    // before the hub answered only on inboxes: attacker probe, session 22).
+    // Another cluster's removal, and a value that is no removal at all (what a hub's answer aimed at the key would
+    // write, were answers not sent to inboxes only).
     const values = [removal(Keys.removal('a'), 'b'), put(Keys.removal('a'), new TextEncoder().encode('{"schema":1,"ok":false,"error":"refused"}'))];
     for (const entry of values) {
       const fleet = new Fleet(logger, []);

@@ -33,7 +33,7 @@ describe("the hub's options", () => {
   });
 
   it('refuse a token file cluster that no agent could name, before anything is minted for it', () => {
-    // Identities minted for a name outside Latin-1 failed after its record was written (a probe of session 23).
+    // Minting an identity for a name outside Latin-1 fails, and it would fail after the cluster's record was written.
     const bad = parseHubOptions({ ...valid, tokens: [{ cluster: 'ünïcode-☃', token: 'a-token' }, { cluster: 'Upper', token: 'b-token' }] });
     expect(bad.ok ? [] : bad.problems).toEqual([
       expect.stringMatching(/^token file: cluster "ünïcode-☃" must be a lower-case DNS label/u),

@@ -1,6 +1,6 @@
 // A member cluster's report is that cluster's word alone: what an attacker who controls one member cluster (its API
 // server and its agent's identity) reports must not stop the hub's passes for everyone else nor reach their tables
-// (attacker probe of session 20, reproduced on the pure cores; the hub drops a report reportProblem names).
+// (on the pure cores; the hub drops a report reportProblem names).
 import { describe, expect, it } from 'vitest';
 import { validateManifest } from '../../../src/api/index.js';
 import { desiredPlan } from '../../../src/hub/desired.js';

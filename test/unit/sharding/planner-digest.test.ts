@@ -74,8 +74,8 @@ function outcome<T>(f: () => T): { ok: T } | { error: string } {
 
 /**
  * What the planner decides for a fixed sample of mixed fleets (seeded), from scratch, from a previous assignment and
- * through a series of changes, as one digest. The value was taken from the planner before its allocation-free rewrite
- * (issue 17), whose results it kept exactly (key and array order included: the hub reads them in that order); a
+ * through a series of changes, as one digest. The value was taken from the planner before its allocation-free rewrite,
+ * whose results it kept exactly (key and array order included: the hub reads them in that order); a
  * change to any decision changes it. Regenerate it only for a change meant to alter plans, and say so.
  */
 function planDigest(): string {
@@ -115,7 +115,7 @@ function planDigest(): string {
   return hash.digest('hex');
 }
 
-// Regenerated in session 21 for one meant change: with moveUnitsOfOfflineClusters, a group of units whose every
+// Regenerated for one meant change (fafb233): with moveUnitsOfOfflineClusters, a group of units whose every
 // shard runs in an Offline cluster keeps its owners as they are (its units were left to nobody), and the reasons' text.
 const PLAN_DIGEST = '108c5e98b4dfaa8c8670624cdb4252534e3dbba4e724b2dea933a35f21243c8a';
 
