@@ -74,29 +74,91 @@ export const ACK_STORE_DELAY_MS = 100;
  * signer of lease renewals, judged against the tables it published.
  */
 export function createLeaderDuties(options: LeaderDutiesOptions): LeaderDuties {
-  const { tokens, agentIssuer: issuer, link, buckets, fleet, signer, metrics, logger, now, isLeader, changed } = options;
-  let subscriptions: { unsubscribe(): void }[] = [];
-  /** Acknowledgements to store, the latest per key. */
-  const unstored = new Map<string, Ack>();
-  let storeTimer: NodeJS.Timeout | undefined;
+  return new Leader(options);
+}
 
-  const storeAcks = (): void => {
-    clearTimeout(storeTimer);
-    storeTimer = undefined;
-    const acks = [...unstored];
-    unstored.clear();
+/** The leader's duties and the state they keep: subscriptions, acknowledgements waiting to be stored, report proofs. */
+class Leader implements LeaderDuties {
+  private subscriptions: { unsubscribe(): void }[] = [];
+  /** Acknowledgements to store, the latest per key. */
+  private readonly unstored = new Map<string, Ack>();
+  private storeTimer: NodeJS.Timeout | undefined;
+  /** The reports that count: kept by this leader alone, a new leader starts afresh. */
+  private readonly reportProofs: LatestProofs;
+
+  constructor(private readonly options: LeaderDutiesOptions) {
+    this.reportProofs = new LatestProofs(options.now);
+  }
+
+  begin(): void {
+    const { link, signer, logger, fleet } = this.options;
+    this.subscriptions.push(
+      serveRenewals({
+        link,
+        signer,
+        logger,
+        published: (operator, shard) => fleet.routes.get(operator)?.get(shard)?.table.version ?? 0,
+      }),
+      subscribeMessages({
+        link,
+        subject: Subjects.register,
+        kind: Messages.registerRequest,
+        logger,
+        requests: true,
+        handler: (request, msg) => this.register(request, 'bootstrap', msg),
+      }),
+      subscribeMessages({
+        link,
+        subject: Subjects.registerAll,
+        kind: Messages.registerRequest,
+        logger,
+        requests: true,
+        handler: (request, msg) => {
+          // Only the agent of a cluster may publish on its subject (its permissions): the subject is the proof.
+          if (msg.subject === Subjects.registerAs(request.cluster.name)) return this.register(request, 'identity', msg);
+          peerDrops.warn(logger, `registration on ${msg.subject}`, { subject: msg.subject, cluster: request.cluster.name }, 'dropped a registration whose cluster does not match its subject');
+        },
+      }),
+      subscribeMessages({
+        link,
+        subject: Subjects.reportAll,
+        kind: Messages.clusterReport,
+        logger,
+        handler: (report, msg) => this.storeReport(report, msg),
+      }),
+    );
+  }
+
+  end(): void {
+    for (const s of this.subscriptions) s.unsubscribe();
+    this.subscriptions = [];
+    // Still leader when the hub stops: what waits is stored now; leadership lost: the new leader stores its own.
+    this.storeAcks();
+  }
+
+  storeAck(ack: Ack): void {
+    if (!this.options.isLeader()) return;
+    this.unstored.set(Keys.ack(ack.operator, ack.shard), ack);
+    this.storeTimer ??= setTimeout(() => this.storeAcks(), ACK_STORE_DELAY_MS);
+  }
+
+  private storeAcks(): void {
+    const { buckets, logger, isLeader } = this.options;
+    clearTimeout(this.storeTimer);
+    this.storeTimer = undefined;
+    const acks = [...this.unstored];
+    this.unstored.clear();
     if (!isLeader()) return;
     for (const [key, ack] of acks) {
       buckets.state
         .put(key, encodeMessage(Messages.ack, ack))
         .catch((err: unknown) => logger.warn({ err, operator: ack.operator, shard: ack.shard }, 'could not store an acknowledgement'));
     }
-  };
+  }
 
-  /** The reports that count: kept by this leader alone, a new leader starts afresh. */
-  const reportProofs = new LatestProofs(now);
-
-  const register = async (request: RegisterRequest, channel: RegistrationChannel, msg: Msg): Promise<void> => {
+  private async register(request: RegisterRequest, channel: RegistrationChannel, msg: Msg): Promise<void> {
+    const { options } = this;
+    const { tokens, agentIssuer: issuer, buckets, fleet, metrics, logger, now } = options;
     if (!options.loaded()) return;
     const name = request.cluster.name;
     const binding = fleet.agentKeys.get(name);
@@ -143,9 +205,11 @@ export function createLeaderDuties(options: LeaderDutiesOptions): LeaderDuties {
       });
     }
     respondMessage(msg, Messages.registerReply, { ...decision.reply, ...(jwt ? { jwt } : {}) });
-  };
+  }
 
-  const storeReport = async (report: ClusterReport, msg: Msg): Promise<void> => {
+  private async storeReport(report: ClusterReport, msg: Msg): Promise<void> {
+    const { options } = this;
+    const { buckets, fleet, logger } = options;
     if (!options.loaded()) return;
     const { subject } = msg;
     if (subject !== Subjects.report(report.cluster)) {
@@ -159,7 +223,7 @@ export function createLeaderDuties(options: LeaderDutiesOptions): LeaderDuties {
       return;
     }
     // A copy of the cluster's identity could otherwise report for it: pods (webhook endpoints), namespaces, configs.
-    const verdict = reportProofs.judge(fleet.agentKeys.get(report.cluster), msg);
+    const verdict = this.reportProofs.judge(fleet.agentKeys.get(report.cluster), msg);
     if (verdict !== 'counts') {
       peerDrops.warn(logger, `report ${verdict} ${subject}`, { cluster: report.cluster }, proofDropped('report', verdict));
       return;
@@ -173,57 +237,6 @@ export function createLeaderDuties(options: LeaderDutiesOptions): LeaderDuties {
     if (known && sameReport(known, report)) return;
     const revision = await buckets.state.put(Keys.report(report.cluster), encodeMessage(Messages.clusterReport, report));
     fleet.recordReport(report, revision);
-    changed();
-  };
-
-  return {
-    begin: () => {
-      subscriptions.push(
-        serveRenewals({
-          link,
-          signer,
-          logger,
-          published: (operator, shard) => fleet.routes.get(operator)?.get(shard)?.table.version ?? 0,
-        }),
-        subscribeMessages({
-          link,
-          subject: Subjects.register,
-          kind: Messages.registerRequest,
-          logger,
-          requests: true,
-          handler: (request, msg) => register(request, 'bootstrap', msg),
-        }),
-        subscribeMessages({
-          link,
-          subject: Subjects.registerAll,
-          kind: Messages.registerRequest,
-          logger,
-          requests: true,
-          handler: (request, msg) => {
-            // Only the agent of a cluster may publish on its subject (its permissions): the subject is the proof.
-            if (msg.subject === Subjects.registerAs(request.cluster.name)) return register(request, 'identity', msg);
-            peerDrops.warn(logger, `registration on ${msg.subject}`, { subject: msg.subject, cluster: request.cluster.name }, 'dropped a registration whose cluster does not match its subject');
-          },
-        }),
-        subscribeMessages({
-          link,
-          subject: Subjects.reportAll,
-          kind: Messages.clusterReport,
-          logger,
-          handler: (report, msg) => storeReport(report, msg),
-        }),
-      );
-    },
-    end: () => {
-      for (const s of subscriptions) s.unsubscribe();
-      subscriptions = [];
-      // Still leader when the hub stops: what waits is stored now; leadership lost: the new leader stores its own.
-      storeAcks();
-    },
-    storeAck: (ack) => {
-      if (!isLeader()) return;
-      unstored.set(Keys.ack(ack.operator, ack.shard), ack);
-      storeTimer ??= setTimeout(storeAcks, ACK_STORE_DELAY_MS);
-    },
-  };
+    options.changed();
+  }
 }

@@ -171,31 +171,80 @@ const hostOf = (address: string): string => (isIPv6(address) ? `[${address}]` : 
  * own after the proxy started), and reloads it when its files change. Rejects when the listener cannot bind.
  */
 export async function startWebhookServer(options: WebhookServerOptions): Promise<WebhookServer> {
-  const { metrics, logger } = options;
-  const limit = options.maxBodyBytes ?? WEBHOOK_MAX_BODY_BYTES;
-  const durations = new Map(ROUTES.map((r) => [r, metrics.webhookDuration.labels({ route: r })]));
-  const heldBytes = new HeldBytes(options.maxBytesHeld ?? WEBHOOK_MAX_BYTES_HELD);
-  let cert: WebhookCertificate | undefined;
-  let agent: Agent | undefined;
-  let server: Server | undefined;
-  let url: string | undefined;
-  let children = new TableChildren(undefined, metrics);
-  let closed = false;
-  let resolveListening: (url: string) => void = () => undefined;
-  const listening = new Promise<string>((resolve) => {
-    resolveListening = resolve;
-  });
+  const listener = new WebhookListener(options);
+  try {
+    await listener.reload();
+  } catch (err) {
+    await listener.close();
+    throw err;
+  }
+  listener.startReloading(options.reloadMs ?? 2_000);
+  return listener;
+}
 
-  const childrenFor = (state: RouteState | undefined): TableChildren => {
-    if (children.state !== state) children = new TableChildren(state, metrics);
-    return children;
-  };
+/** The listener, its certificate and the operators' client, reloaded together (startWebhookServer). */
+class WebhookListener implements WebhookServer {
+  readonly listening: Promise<string>;
+  private readonly limit: number;
+  private readonly durations: Map<RouteLabel, { observe(seconds: number): void }>;
+  private readonly heldBytes: HeldBytes;
+  private cert: WebhookCertificate | undefined;
+  private agent: Agent | undefined;
+  private server: Server | undefined;
+  private address: string | undefined;
+  private children: TableChildren;
+  private closed = false;
+  private resolveListening: (url: string) => void = () => undefined;
+  private reloading = Promise.resolve();
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(private readonly options: WebhookServerOptions) {
+    this.limit = options.maxBodyBytes ?? WEBHOOK_MAX_BODY_BYTES;
+    this.durations = new Map(ROUTES.map((r) => [r, options.metrics.webhookDuration.labels({ route: r })]));
+    this.heldBytes = new HeldBytes(options.maxBytesHeld ?? WEBHOOK_MAX_BYTES_HELD);
+    this.children = new TableChildren(undefined, options.metrics);
+    this.listening = new Promise<string>((resolve) => {
+      this.resolveListening = resolve;
+    });
+  }
+
+  get url(): string | undefined {
+    return this.address;
+  }
+
+  /** Reads the certificate files again every `ms`, one reading at a time. */
+  startReloading(ms: number): void {
+    this.timer = setInterval(() => {
+      this.reloading = this.reloading.then(() => this.reload()).catch((err: unknown) => this.options.logger.error({ err }, 'webhook listener failed to start'));
+    }, ms);
+    this.timer.unref();
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    clearInterval(this.timer);
+    await this.reloading;
+    const server = this.server;
+    if (server) {
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      });
+    }
+    await this.agent?.close();
+  }
+
+  private childrenFor(state: RouteState | undefined): TableChildren {
+    if (this.children.state !== state) this.children = new TableChildren(state, this.options.metrics);
+    return this.children;
+  }
 
   /** Sends the review to one operator; resolves with its answer, throws when it cannot be reached in time. */
-  const send = async (req: IncomingMessage, body: Buffer, address: string, signal: AbortSignal, self: string): Promise<{ status: number; type: string; body: Buffer }> => {
+  private async send(req: IncomingMessage, body: Buffer, address: string, signal: AbortSignal, self: string): Promise<{ status: number; type: string; body: Buffer }> {
+    const { options, limit } = this;
     const answer = await request(`https://${hostOf(address)}:${options.operatorPort}${req.url ?? '/'}`, {
       method: 'POST',
-      dispatcher: agent,
+      dispatcher: this.agent,
       headers: {
         'content-type': req.headers['content-type'] ?? 'application/json',
         accept: req.headers.accept ?? 'application/json',
@@ -220,9 +269,9 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
     }
     const type = answer.headers['content-type'];
     return { status: answer.statusCode, type: typeof type === 'string' ? type : 'application/json', body: Buffer.concat(chunks) };
-  };
+  }
 
-  const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     if (req.method !== 'POST') {
       req.resume();
       sendStatus(res, 405, 'an admission webhook answers POST only');
@@ -231,20 +280,22 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
     const peer = req.socket.remoteAddress ?? '';
     let held = 0;
     try {
-      await serveReview(req, res, (bytes) => {
-        heldBytes.take(peer, bytes);
+      await this.serveReview(req, res, (bytes) => {
+        this.heldBytes.take(peer, bytes);
         held += bytes;
       });
     } finally {
-      heldBytes.give(peer, held);
+      this.heldBytes.give(peer, held);
     }
-  };
+  }
 
   /** Reads one review, holding its bytes with `hold`, and answers it: locally, from its owner, or 503. */
-  const serveReview = async (req: IncomingMessage, res: ServerResponse, hold: (bytes: number) => void): Promise<void> => {
+  private async serveReview(req: IncomingMessage, res: ServerResponse, hold: (bytes: number) => void): Promise<void> {
+    const { options } = this;
+    const { logger } = options;
     let body: Buffer;
     try {
-      body = await readBody(req, limit, options.timeoutMs, hold);
+      body = await readBody(req, this.limit, options.timeoutMs, hold);
     } catch (err) {
       sendStatus(res, err instanceof Refusal ? err.code : 400, (err as Error).message);
       // What is left of an oversize body is not read: the connection goes.
@@ -259,7 +310,7 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
       return;
     }
     const state = options.state();
-    const table = childrenFor(state);
+    const table = this.childrenFor(state);
     const route = webhookRoute({
       table: state?.table,
       home: state?.home?.view,
@@ -268,7 +319,7 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
     });
     const finish = (label: RouteLabel, owner: string): void => {
       table.count(label, owner);
-      durations.get(label)?.observe((performance.now() - started) / 1000);
+      this.durations.get(label)?.observe((performance.now() - started) / 1000);
     };
     if (route.route === 'unowned') {
       sendStatus(res, 503, `ctrlmesh proxy of ${state?.table.shard ?? '(no table)'}: no shard can answer for ${reading.review.namespace}: ${route.reason}`);
@@ -285,8 +336,8 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
     for (let i = 0; i < addresses.length && !signal.aborted && !answeredOnce; i += 1) {
       const address = addresses[(first + i) % addresses.length] as string;
       try {
-        if (!agent) throw new Error('no webhook certificate yet');
-        const answer = await send(req, body, address, signal, state?.table.shard ?? '');
+        if (!this.agent) throw new Error('no webhook certificate yet');
+        const answer = await this.send(req, body, address, signal, state?.table.shard ?? '');
         res.writeHead(answer.status, { 'content-type': answer.type, 'content-length': answer.body.byteLength });
         res.end(answer.body);
         finish(route.route, route.owner);
@@ -299,37 +350,40 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
     sendStatus(res, 503, `ctrlmesh proxy: shard ${route.owner} did not answer the review (${errors.join('; ')})`);
     finish('failed', route.owner);
     logger.warn({ uid: reading.review.uid, namespace: reading.review.namespace, owner: route.owner, errors }, 'admission review failed: answered 503');
-  };
+  }
 
-  const reload = async (): Promise<void> => {
+  /** Reads the certificate: the first time starts the listener, a change swaps it and the operators' client. */
+  async reload(): Promise<void> {
+    const { options } = this;
+    const { logger } = options;
     let next: WebhookCertificate;
     try {
       next = await readWebhookCertificate(options.certDir);
     } catch (err) {
-      if (!cert) logger.warn({ err, certDir: options.certDir }, 'no webhook certificate yet; the webhook listener waits for it');
+      if (!this.cert) logger.warn({ err, certDir: options.certDir }, 'no webhook certificate yet; the webhook listener waits for it');
       else logger.warn({ err, certDir: options.certDir }, 'cannot read the webhook certificate again; serving the one read before');
       return;
     }
-    if (sameCertificate(cert, next) || closed) return;
-    const previous = agent;
-    cert = next;
-    agent = operatorAgent(next);
+    if (sameCertificate(this.cert, next) || this.closed) return;
+    const previous = this.agent;
+    this.cert = next;
+    this.agent = operatorAgent(next);
     void previous?.close();
-    if (!cert.serverName) logger.warn({ certDir: options.certDir }, 'the webhook certificate has no DNS name: operators are verified by their IP address');
-    if (server) {
-      server.setSecureContext({ cert: next.certPem, key: next.keyPem });
+    if (!next.serverName) logger.warn({ certDir: options.certDir }, 'the webhook certificate has no DNS name: operators are verified by their IP address');
+    if (this.server) {
+      this.server.setSecureContext({ cert: next.certPem, key: next.keyPem });
       logger.info({ certDir: options.certDir }, 'webhook certificate reloaded');
       return;
     }
-    server = createServer({ cert: next.certPem, key: next.keyPem, minVersion: 'TLSv1.2' }, (req, res) => {
-      handle(req, res).catch((err: unknown) => {
+    const listener = createServer({ cert: next.certPem, key: next.keyPem, minVersion: 'TLSv1.2' }, (req, res) => {
+      this.handle(req, res).catch((err: unknown) => {
         logger.error({ err }, 'admission review handling failed');
         sendStatus(res, 503, 'ctrlmesh proxy: internal error');
       });
     });
-    server.headersTimeout = 10_000;
-    server.requestTimeout = 60_000;
-    const listener = server;
+    listener.headersTimeout = 10_000;
+    listener.requestTimeout = 60_000;
+    this.server = listener;
     try {
       await new Promise<void>((resolve, reject) => {
         listener.once('error', reject);
@@ -337,45 +391,13 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
       });
     } catch (err) {
       // Tried again with the next reading.
-      server = undefined;
-      cert = undefined;
+      this.server = undefined;
+      this.cert = undefined;
       throw err;
     }
     const address = listener.address() as AddressInfo;
-    url = `https://${hostOf(address.address)}:${address.port}`;
-    logger.info({ url, operatorPort: options.operatorPort, certDir: options.certDir }, 'admission webhook listening: each review goes to the shard owning its namespace');
-    resolveListening(url);
-  };
-
-  try {
-    await reload();
-  } catch (err) {
-    await agent?.close();
-    throw err;
+    this.address = `https://${hostOf(address.address)}:${address.port}`;
+    logger.info({ url: this.address, operatorPort: options.operatorPort, certDir: options.certDir }, 'admission webhook listening: each review goes to the shard owning its namespace');
+    this.resolveListening(this.address);
   }
-  let reloading = Promise.resolve();
-  const timer = setInterval(() => {
-    reloading = reloading.then(reload).catch((err: unknown) => logger.error({ err }, 'webhook listener failed to start'));
-  }, options.reloadMs ?? 2_000);
-  timer.unref();
-
-  return {
-    get url() {
-      return url;
-    },
-    listening,
-    close: async () => {
-      closed = true;
-      clearInterval(timer);
-      await reloading;
-      if (server) {
-        const s = server;
-        await new Promise<void>((resolve) => {
-          s.close(() => resolve());
-          s.closeAllConnections();
-        });
-      }
-      await agent?.close();
-    },
-  };
 }
