@@ -63,17 +63,20 @@ export class OperatorPlanner {
     this.partitionUnitList = this.partitions.map((clusters) => this.unitsOf(clusters));
     const index = new Map(this.shards.map((s, i) => [s.name, i]));
     const B = fleet.bucketCount;
+    const owning = new Uint8Array(this.shards.length);
     for (const clusters of this.partitions) {
       for (const ci of clusters) {
         for (let u = ci * B; u < (ci + 1) * B; u++) {
           if (this.fixed[u]) continue;
           this.inScope[u] = 1;
           const p = this.baseline.owner[u] as number;
-          this.owner[u] = p >= 0 ? (index.get(this.baseline.names[p] as string) ?? -1) : -1;
+          const o = p >= 0 ? (index.get(this.baseline.names[p] as string) ?? -1) : -1;
+          this.owner[u] = o;
+          if (o >= 0) owning[o] = 1;
         }
       }
     }
-    const idle = previous ? this.idleShards() : [];
+    const idle = previous ? idleShards(owning) : [];
     this.partitions.forEach((_, p) => this.rebalance(p, idle));
   }
 
@@ -275,8 +278,8 @@ export class OperatorPlanner {
       throw new InvalidConfigError(`operator ${this.name}: the change alters the clusters it spans; make a full plan`);
     }
     return this.changed(partitions, () => {
-      const { remap } = this.renumber(next);
-      const idle = this.idleShards();
+      const { remap, owning } = this.renumber(next);
+      const idle = idleShards(owning);
       partitions.forEach((p) => this.rebalance(p, idle));
       return remap;
     });
@@ -292,9 +295,9 @@ export class OperatorPlanner {
 
   /**
    * Takes the next shard list: owners follow their shard to its new index (a removed shard's units have none).
-   * Returns the new index of each old one (-1: removed).
+   * Returns the new index of each old one (-1: removed) and, per new index, whether that shard owns a unit.
    */
-  private renumber(next: ShardInput[]): { remap: Int32Array } {
+  private renumber(next: ShardInput[]): { remap: Int32Array; owning: Uint8Array } {
     const old = this.shards;
     const remap = new Int32Array(old.length).fill(-1);
     // Both lists are sorted by name without repeats: one walk pairs them.
@@ -304,24 +307,16 @@ export class OperatorPlanner {
       if (i < old.length && (old[i] as ShardInput).name === name) remap[i++] = j;
     }
     const { owner } = this;
+    const owning = new Uint8Array(next.length);
     for (let u = 0; u < owner.length; u++) {
       const o = owner[u] as number;
-      if (o >= 0) owner[u] = remap[o] as number;
+      if (o < 0) continue;
+      const renumbered = remap[o] as number;
+      owner[u] = renumbered;
+      if (renumbered >= 0) owning[renumbered] = 1;
     }
     this.setShards(next);
-    return { remap };
-  }
-
-  /**
-   * The shards that own no unit: they take work from the heaviest (`Balancer`). Owning nothing, not being new, is what
-   * counts: a shard the previous plan named but that got no unit yet (its moves wait until its proxy serves,
-   * src/hub/handover.ts) would otherwise stay empty for good wherever one heavy unit raises the balance bound
-   * (test/unit/sharding/planner.test.ts, "a shard the previous plan named but that owns nothing").
-   */
-  private idleShards(): number[] {
-    const owning = new Uint8Array(this.shards.length);
-    for (const o of this.owner) if (o >= 0) owning[o] = 1;
-    return this.shards.flatMap((_, i) => (owning[i] ? [] : [i]));
+    return { remap, owning };
   }
 
   get shardList(): readonly ShardInput[] {
@@ -428,3 +423,16 @@ export class OperatorPlanner {
   }
 }
 
+/**
+ * The shards that own no unit (`owning[i]` is 0): they take work from the heaviest (`Balancer`). Owning nothing, not
+ * being new, is what counts: a shard the previous plan named but that got no unit yet (its moves wait until its proxy
+ * serves, src/hub/handover.ts) would otherwise stay empty for good wherever one heavy unit raises the balance bound
+ * (test/unit/sharding/planner.test.ts, "a shard the previous plan named but that owns nothing").
+ */
+function idleShards(owning: Uint8Array): number[] {
+  const idle: number[] = [];
+  owning.forEach((owns, i) => {
+    if (!owns) idle.push(i);
+  });
+  return idle;
+}

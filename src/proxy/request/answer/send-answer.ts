@@ -3,9 +3,9 @@ import type { OutgoingHttpHeaders } from 'node:http';
 import type { Readable } from 'node:stream';
 import { UnjudgedListError } from '../../../errors.js';
 import type { RouteController } from '../../routes/route-controller.js';
-import { endsByItself, type Plan } from '../judgement/judge.js';
+import type { Plan } from '../judgement/judge.js';
 import { statusFor } from '../judgement/status.js';
-import type { ResourceRequest } from '../parse/index.js';
+import type { RequestInfo, ResourceRequest } from '../parse/index.js';
 import { sendRestored, type UpstreamResponse } from './forward.js';
 import { acceptsGzip, sendGunzipped } from './gzip-answer.js';
 import { sendJudgedObject } from './judged-object.js';
@@ -13,6 +13,14 @@ import { judgeList } from './list-filter.js';
 import { sendStatus } from './send-status.js';
 import { relayWatch } from './watch-relay.js';
 import { sendWhole } from './whole-body.js';
+
+/**
+ * Whether the API server's answer to a request ends by itself, soon: an object or a list, whatever the verb, but not
+ * a watch, nor a subresource other than status (a followed log, a proxied connection stream for as long as they last).
+ */
+function endsByItself(info: RequestInfo): boolean {
+  return info.kind === 'resource' && info.verb !== 'watch' && (info.subresource === undefined || info.subresource === 'status');
+}
 
 /**
  * The encoding asked of the API server. Every answer the proxy reads must come unencoded, a sharded watch's events

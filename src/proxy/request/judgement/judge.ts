@@ -50,7 +50,7 @@ export interface Refusal extends Counted {
  * How the API server's answer is sent on: `lock` restores a renamed lock; `object` and `list` are judged from the
  * answer (uid-sharded reads, lists of unlabelled objects); `filtered-watch` relays a sharded watch's events through
  * the shard's filter; `watch` streams its events as they come. Those four read only a 200; any other answer, and
- * every `plain` one, is sent as it came (read whole first when it ends by itself: `endsByItself`).
+ * every `plain` one, is sent as it came (read whole first when it ends by itself: answer/send-answer.ts).
  */
 export type AnswerMode = 'lock' | 'object' | 'list' | 'filtered-watch' | 'watch' | 'plain';
 
@@ -131,14 +131,6 @@ function namespaceCreated(body: string): string | undefined {
   } catch {
     return undefined;
   }
-}
-
-/**
- * Whether the API server's answer to a request ends by itself, soon: an object or a list, whatever the verb, but not
- * a watch, nor a subresource other than status (a followed log, a proxied connection stream for as long as they last).
- */
-export function endsByItself(info: RequestInfo): boolean {
-  return info.kind === 'resource' && info.verb !== 'watch' && (info.subresource === undefined || info.subresource === 'status');
 }
 
 /**

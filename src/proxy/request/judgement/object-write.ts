@@ -50,7 +50,7 @@ export function notServed(info: ResourceRequest, entry: ClusterEntry, shard: str
  * uid's bucket, and forwards the client's body with that uid as a precondition, so the API server executes it only
  * on the object judged. Resolves to the body to forward, or the Status to answer instead.
  */
-export async function judgeObjectWrite(options: {
+async function judgeObjectWrite(options: {
   entry: ClusterEntry;
   info: ResourceRequest & { verb: 'update' | 'patch' | 'delete' };
   shard: string;
