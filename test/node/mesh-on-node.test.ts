@@ -523,13 +523,14 @@ describe('the mesh on a real node: helm-installed, injected, sharded operators i
       }
       const failing = Date.now() - stopped;
       // The API server keeps connections to pods' proxies behind the Service, as many as reviews ran at once; each that
-      // was the stopped pod's ends its next review in EOF (not retried), whatever namespace it was for. Only those may
-      // fail: a create is tried again on EOF alone.
+      // was the stopped pod's ends its next review in EOF (not retried), whatever namespace it was for, and until
+      // kube-proxy drops the pod from the Service a new connection may still be sent to it (refused). Only those may
+      // fail, never reaching a proxy: a create is tried again on them alone.
       const pastStaleConnections = async (ns: string, name: string, key: string): Promise<string | undefined> => {
         let message: string | undefined;
         await eventually(async () => {
           message = await create(ns, name, key);
-          if (message !== undefined && /: EOF|connection reset/.test(message)) throw new Error(`${ns}: ${message}`);
+          if (message !== undefined && /: EOF|connection reset|connect: connection refused/.test(message)) throw new Error(`${ns}: ${message}`);
         }, 10_000, 500);
         return message;
       };
