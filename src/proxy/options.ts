@@ -47,6 +47,12 @@ export const ProxyConfigSchema = Type.Object(
       { maxBodyBytes: Type.Integer({ minimum: 1024, maximum: 64 * 1024 * 1024 }), allowImpersonation: Type.Boolean(), readTimeoutMs: Millis(1_000, 3_600_000) },
       strict,
     ),
+    /**
+     * The name of the operator namespace's Secrets that hold the mesh's credentials (`--mesh-secret`): the Secret of
+     * that name and every `<name>.<cluster>.<shard>` one. No shard reads, watches or writes them through the proxy,
+     * and lists never show them (docs/proxy.md, "The operator's namespace").
+     */
+    meshSecret: Type.String({ minLength: 1, maxLength: 253, pattern: '^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$' }),
     /** The proxy fences itself `marginMs` before its lease ends (the hub waits its own margin past it; `--lease-margin`). */
     lease: Type.Object({ marginMs: Millis(0, 600_000) }, strict),
     /** The operator's admission webhook, served here and sent to the owning shard (src/proxy/webhook); off when absent. */
@@ -80,6 +86,8 @@ export const PROXY_DEFAULTS = {
   requests: { maxBodyBytes: DEFAULT_MAX_BODY_BYTES, allowImpersonation: false, readTimeoutMs: 60_000 },
   /** Covers clock-rate differences between proxy and hub over one lease, with the hub's own grant margin. */
   lease: { marginMs: 2_000 },
+  /** The agent's default `proxy.secretName`. */
+  meshSecret: 'ctrlmesh-proxy',
 } as const satisfies ProxyConfig;
 
 /** The webhook's defaults: the listener every pod's proxy has, and a timeout under the API server's 10 s default. */

@@ -33,6 +33,8 @@ export interface ProxyCommandOptions extends NatsCommandOptions {
   writeKubeconfig?: string;
   /** Kubeconfig with one context per cluster name (`--credentials`). */
   credentials: string;
+  /** The name of the Secrets holding the mesh's credentials in the operator's namespace (`--mesh-secret`). */
+  meshSecret?: string;
   /** HTTP proxy for the operator's external REST calls, `HOST:PORT` (`--egress-listen`). */
   egressListen?: string;
   /** CircuitBreaker / FaultInjection manifests (`--rules`, one each). */
@@ -66,6 +68,7 @@ export function proxyCommandArgs(options: ProxyCommandOptions): string[] {
     ...flagArg('store', options.store),
     ...flagArg('write-kubeconfig', options.writeKubeconfig),
     `--credentials=${options.credentials}`,
+    ...flagArg('mesh-secret', options.meshSecret),
     ...flagArg('egress-listen', options.egressListen),
     ...listArg('rules', options.rules),
     ...flagArg('pod-labels', options.podLabels),

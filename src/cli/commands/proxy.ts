@@ -72,6 +72,7 @@ function proxyConfig(ctx: CommandContext, listeners: Pick<ProxyConfig, 'api' | '
         readTimeoutMs: durationValue(ctx, 'request-read-timeout', PROXY_DEFAULTS.requests.readTimeoutMs, field.requests.properties.readTimeoutMs),
       },
       lease: { marginMs: durationValue(ctx, 'lease-margin', PROXY_DEFAULTS.lease.marginMs, field.lease.properties.marginMs) },
+      meshSecret: stringValue(ctx, 'mesh-secret') ?? PROXY_DEFAULTS.meshSecret,
       ...(webhook ? { webhook } : {}),
     }),
   );
@@ -180,6 +181,11 @@ export const PROXY_OPTIONS: Command['options'] = {
     type: 'string',
     valueName: 'DURATION',
     description: `how long a client may take to send a whole request, head and body, before 408 (default ${formatDuration(PROXY_DEFAULTS.requests.readTimeoutMs)})`,
+  },
+  'mesh-secret': {
+    type: 'string',
+    valueName: 'NAME',
+    description: `the operator namespace's Secrets holding the mesh's credentials: NAME and NAME.<cluster>.<shard>; no shard reaches them (default ${PROXY_DEFAULTS.meshSecret})`,
   },
   'allow-impersonation': { type: 'boolean', description: "pass the operator's Impersonate-* headers (acting with the proxy's identity's impersonate rights)" },
   'lease-margin': { type: 'string', valueName: 'DURATION', description: `with --nats: fence this long before the lease ends (default ${formatDuration(PROXY_DEFAULTS.lease.marginMs)})` },

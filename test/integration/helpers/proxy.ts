@@ -116,6 +116,7 @@ export async function startTestProxy(options: {
       breaker: options.breaker ?? FAST_BREAKER,
       requests: { maxBodyBytes: options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES, allowImpersonation: false, readTimeoutMs: 60_000 },
       lease: { marginMs: 500 },
+      meshSecret: 'ctrlmesh-proxy',
     },
     source: options.source?.(tablePath) ?? new FileRouteSource({ path: tablePath, logger: silent, pollIntervalMs: 100 }),
     store: new TableStore(storePath),

@@ -115,6 +115,7 @@ describe('startProxy', () => {
       breaker: { errorThresholdPercentage: 50, volumeThreshold: 1_000, resetTimeoutMs: 60_000, rollingCountTimeoutMs: 60_000 },
       requests: { maxBodyBytes: 4_096, allowImpersonation: false, readTimeoutMs: 1_000 },
       lease: { marginMs: 0 },
+      meshSecret: 'ctrlmesh-proxy',
     });
     if (!config.ok) throw new Error(config.problems.join('; '));
     proxy = await startProxy({
