@@ -63,7 +63,8 @@ export const AgentOptionsSchema = Type.Object(
     ),
     /**
      * The proxy sidecar the webhook injects into labelled pods; omitted = no injection. `routeSigners` are the hub's
-     * route-signing public keys; `secretName` the Secret, in each pod's namespace, with the proxy's credentials.
+     * route-signing public keys; `secretName` names the proxies' Secrets in each pod's namespace, one per shard
+     * (`<secretName>.<cluster>.<shard>`), and the proxy keeps every shard away from them (its `--mesh-secret`).
      */
     sidecar: Type.Optional(
       Type.Object(
@@ -109,6 +110,10 @@ export function agentOptionProblems(options: AgentOptions): string[] {
   if (hash !== undefined) problems.push(hash);
   if (options.reportRepeatMs < options.heartbeatMs) problems.push('reports must not repeat more often than heartbeats');
   if (options.sidecar && !options.webhook) problems.push('proxy-image needs the webhook (webhook-listen): the injected proxy comes with it');
+  // A shard's Secret is `<secretName>.<cluster>.<shard>`, at most 253 characters: leave room for a shard's name.
+  if (options.sidecar && options.sidecar.secretName.length + options.cluster.length + 3 > 253) {
+    problems.push(`proxy-secret ${options.sidecar.secretName} and cluster ${options.cluster} leave no room for a shard in its Secret's name (<proxy-secret>.<cluster>.<shard>, at most 253 characters)`);
+  }
   return problems;
 }
 

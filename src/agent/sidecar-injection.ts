@@ -16,7 +16,7 @@ export const KUBECONFIG_VOLUME = 'ctrlmesh-kubeconfig';
 export const KUBECONFIG_DIR = '/var/run/ctrlmesh';
 /** Written by the proxy container at start; the operator reads it. */
 export const KUBECONFIG_PATH = `${KUBECONFIG_DIR}/kubeconfig`;
-/** The proxy's credentials (cluster kubeconfig, NATS identity and CA), projected from one Secret; the proxy's mount only. */
+/** The proxy's credentials (cluster kubeconfig, NATS identity and CA), from its shard's own Secret; the proxy's mount only. */
 export const CREDENTIALS_VOLUME = 'ctrlmesh-proxy-credentials';
 /** Secret files are mode 0400 (owner read); the kubelet makes them 0440 with the pod's fsGroup as their group. */
 export const CREDENTIALS_MODE = 0o400;
@@ -30,6 +30,14 @@ export const POD_LABELS_PATH = `${POD_INFO_DIR}/labels`;
  * the pod's fsGroup when the pod has none; with one, the pod's own fsGroup serves the same purpose.
  */
 export const PROXY_FS_GROUP = 1000;
+/**
+ * The prefix of the volume the ServiceAccount admission plugin adds (`kube-api-access-<random>`, a projected token,
+ * the cluster's CA and the pod's namespace), mounted in every container before any mutating webhook runs.
+ */
+export const SERVICE_ACCOUNT_VOLUME_PREFIX = 'kube-api-access-';
+/** A Secret's name is a DNS subdomain: lower-case labels joined by dots, at most 253 characters. */
+const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/u;
+const DNS_SUBDOMAIN_MAX = 253;
 
 /** The parts of a container the mutation reads (a V1Container has more; they pass through untouched). */
 export interface PodContainer {
@@ -54,9 +62,16 @@ export interface PodLike {
   spec?: {
     containers?: PodContainer[];
     initContainers?: PodContainer[];
-    volumes?: { name: string }[];
+    volumes?: PodVolume[];
     securityContext?: { fsGroup?: number };
+    automountServiceAccountToken?: boolean;
   };
+}
+
+/** The parts of a volume the mutation reads: its name, and whether it projects a ServiceAccount token. */
+export interface PodVolume {
+  name: string;
+  projected?: { sources?: ({ serviceAccountToken?: { audience?: string; path: string } } & Record<string, unknown>)[] };
 }
 
 /** A ShardingConfig as far as selecting pods goes. */
@@ -84,9 +99,10 @@ export interface SecretItem {
 
 /** The Secret of the pod's namespace the proxy reads its credentials from, and which of its keys it gets. */
 export interface ProxyCredentials {
-  secretName: string;
-  /** Only these keys land in the container (a Secret may hold every shard's identity). */
-  items: (target: ProxyTarget) => SecretItem[];
+  /** The shard's own Secret: it holds that shard's identity and nothing of another's. */
+  secretName: (target: ProxyTarget) => string;
+  /** The keys projected into the container, each to a fixed file name (a missing key keeps the pod from starting). */
+  items: SecretItem[];
   /** Where the proxy container mounts them (read-only). */
   mountPath: string;
 }
@@ -162,6 +178,42 @@ function webhookSidecar(webhook: { certDir: string; port: number }, containers: 
   });
   if (!mount) return `no volume of the operator's containers is mounted at spec.webhook.certDir ${webhook.certDir} (or above it): the proxy reads the webhook's certificate from that volume`;
   return { mount, ...(port ? { port } : {}) };
+}
+
+/** Why `name` cannot name a Secret, or undefined when it can. */
+function secretNameProblem(name: string): string | undefined {
+  if (name.length > DNS_SUBDOMAIN_MAX) return `it is ${name.length} characters long, more than the ${DNS_SUBDOMAIN_MAX} a Secret's name may have`;
+  if (!DNS_SUBDOMAIN.test(name)) return "it is not a lower-case DNS subdomain, as a Secret's name must be";
+  return undefined;
+}
+
+function projectsToken(volume: PodVolume): boolean {
+  return (volume.projected?.sources ?? []).some((s) => s.serviceAccountToken !== undefined);
+}
+
+/**
+ * Patch operations that leave the pod no ServiceAccount token, or a denial: the ServiceAccount admission plugin's
+ * own volume keeps the CA and the namespace file (controller-runtime finds its leader-election namespace there;
+ * test/node/mesh-on-node.test.ts, 'a controller-runtime operator at its defaults') and loses the token, and the pod
+ * stops automounting one, so the plugin adds none when admission runs again. A token volume the pod's author wrote
+ * is refused, not stripped: the pod asked for that token, and would start without it only to fail later.
+ */
+function tokenPatch(pod: PodLike, namespace: string, name: string): JsonPatchOperation[] | string {
+  const spec = pod.spec ?? {};
+  const patch: JsonPatchOperation[] = [];
+  for (const [index, volume] of (spec.volumes ?? []).entries()) {
+    if (!projectsToken(volume)) continue;
+    if (!volume.name.startsWith(SERVICE_ACCOUNT_VOLUME_PREFIX)) {
+      return (
+        `pod ${namespace}/${name}: volume ${volume.name} projects a ServiceAccount token; the containers of a pod with the ` +
+        `proxy reach the API server only through it, with its shard's credentials: remove the volume, or run the pod without ${ENABLE_PROXY_LABEL}`
+      );
+    }
+    const sources = (volume.projected?.sources ?? []).filter((s) => s.serviceAccountToken === undefined);
+    patch.push({ op: 'replace', path: `/spec/volumes/${index}`, value: { ...volume, projected: { ...volume.projected, sources } } });
+  }
+  if (spec.automountServiceAccountToken !== false) patch.push({ op: 'add', path: '/spec/automountServiceAccountToken', value: false });
+  return patch;
 }
 
 function proxyContainer(target: ProxyTarget, options: SidecarOptions, webhook: WebhookSidecar | undefined): Record<string, unknown> {
@@ -241,9 +293,10 @@ function operatorContainerPatch(container: PodContainer, index: number): JsonPat
 /**
  * Decides what admission does with a pod (pure): a pod labelled enable-proxy=true that exactly one ShardingConfig
  * of its namespace selects gets the proxy as a native sidecar, an emptyDir where the proxy writes the operator's
- * kubeconfig, the proxy's credentials from a Secret (only the keys `options.credentials.items` names, mounted
+ * kubeconfig, the proxy's credentials from its shard's Secret (the keys `options.credentials.items` names, mounted
  * read-only in the proxy alone; the pod's fsGroup set when it has none, so the proxy can read the 0400 files),
  * the pod's labels (a downwardAPI volume, read-only in the proxy: which cluster rules select it),
+ * no ServiceAccount token in any container (see tokenPatch),
  * and, in the operator's containers only, that kubeconfig through KUBECONFIG and `--kubeconfig`. For a config with
  * `spec.webhook`, the proxy also mounts the operator's volume holding certDir and takes the webhook port's name on
  * its PROXY_WEBHOOK_PORT (a pod with no such volume is denied).
@@ -305,13 +358,23 @@ export function injectSidecar(pod: PodLike, namespace: string, configs: readonly
       patch.push({ op: 'replace', path: `/spec/containers/${container}/ports/${index}`, value: unnamed });
     }
   }
+  const tokens = tokenPatch(pod, namespace, name);
+  if (typeof tokens === 'string') return { kind: 'deny', message: tokens };
+  patch.push(...tokens);
   const volumes: Record<string, unknown>[] = [];
   if (!(spec.volumes ?? []).some((v) => v.name === KUBECONFIG_VOLUME)) volumes.push({ name: KUBECONFIG_VOLUME, emptyDir: {} });
   if (!(spec.volumes ?? []).some((v) => v.name === CREDENTIALS_VOLUME)) {
-    volumes.push({
-      name: CREDENTIALS_VOLUME,
-      secret: { secretName: options.credentials.secretName, items: options.credentials.items(target), defaultMode: CREDENTIALS_MODE },
-    });
+    const secretName = options.credentials.secretName(target);
+    const problem = secretNameProblem(secretName);
+    if (problem) {
+      return {
+        kind: 'deny',
+        message:
+          `pod ${namespace}/${name}: its proxy's Secret would be named ${secretName}, but ${problem}: ` +
+          "shorten the agent's --proxy-secret (the chart's proxy.secretName), the cluster's or the ShardingConfig's name",
+      };
+    }
+    volumes.push({ name: CREDENTIALS_VOLUME, secret: { secretName, items: options.credentials.items, defaultMode: CREDENTIALS_MODE } });
   }
   if (!(spec.volumes ?? []).some((v) => v.name === POD_INFO_VOLUME)) {
     volumes.push({ name: POD_INFO_VOLUME, downwardAPI: { items: [{ path: 'labels', fieldRef: { fieldPath: 'metadata.labels' } }] } });

@@ -36,7 +36,7 @@ export interface InjectedProxy {
   natsTls: boolean;
   /** Public keys (N...) of the hub's route-table signing key: the proxy applies only tables they signed. */
   routeSigners: readonly string[];
-  /** The Secret, in the pod's namespace, holding the proxy's credentials (see proxySecretItems). */
+  /** The name the proxy Secrets of the pod's namespace start with: shard S's is proxySecretName(secretName, S). */
   secretName: string;
   /** This cluster's name in the registry: shards are named `<cluster>/<config>`. */
   cluster: string;
@@ -111,20 +111,20 @@ async function listConfigs(injector: SidecarInjector, namespace: string, pod: Po
   });
 }
 
-/** The Secret key holding a shard's NATS identity: `<cluster>.<shard>.creds` for shard `<cluster>/<shard>`. */
-export function proxyCredsKey(shard: string): string {
-  return `${shard.replace('/', '.')}.creds`;
+/**
+ * The Secret of shard `<cluster>/<name>`'s proxy: `<secretName>.<cluster>.<name>`, in the pod's namespace. Each
+ * shard's identity has a Secret of its own, so a pod mounts no other shard's.
+ */
+export function proxySecretName(secretName: string, shard: string): string {
+  return `${secretName}.${shard.replace('/', '.')}`;
 }
 
-/**
- * The keys of the proxy Secret a shard's sidecar gets, and their file names: the cluster kubeconfig (a context
- * per cluster name), the NATS CA when NATS is TLS, and this shard's creds only (the Secret holds every shard's).
- */
-export function proxySecretItems(shard: string, natsTls: boolean): SecretItem[] {
+/** The keys of a shard's proxy Secret and their files: the cluster kubeconfig, the NATS CA when NATS is TLS, the shard's creds. */
+export function proxySecretItems(natsTls: boolean): SecretItem[] {
   return [
     { key: PROXY_SECRET_KEYS.kubeconfig, path: 'kubeconfig' },
     ...(natsTls ? [{ key: PROXY_SECRET_KEYS.natsCa, path: 'nats-ca.crt' }] : []),
-    { key: proxyCredsKey(shard), path: 'nats.creds' },
+    { key: PROXY_SECRET_KEYS.natsCreds, path: 'nats.creds' },
   ];
 }
 
@@ -142,7 +142,7 @@ function sidecarOptions(proxy: InjectedProxy, configs: readonly ListedConfig[]):
   return {
     image: proxy.image,
     opsPort: PROXY_OPS_PORT,
-    credentials: { secretName: proxy.secretName, mountPath: PROXY_CREDENTIALS_DIR, items: (target) => proxySecretItems(shard(target), proxy.natsTls) },
+    credentials: { secretName: (target) => proxySecretName(proxy.secretName, shard(target)), mountPath: PROXY_CREDENTIALS_DIR, items: proxySecretItems(proxy.natsTls) },
     args: (target) =>
       proxyCommandArgs({
         nats: proxy.nats,
@@ -156,6 +156,8 @@ function sidecarOptions(proxy: InjectedProxy, configs: readonly ListedConfig[]):
         store: `${KUBECONFIG_DIR}/route-table.json`,
         writeKubeconfig: KUBECONFIG_PATH,
         credentials: `${PROXY_CREDENTIALS_DIR}/kubeconfig`,
+        // The proxy keeps every shard away from these Secrets, its own included.
+        meshSecret: proxy.secretName,
         podLabels: POD_LABELS_PATH,
         ...webhook(target),
       }),
@@ -219,7 +221,7 @@ export function injectionWebhook(clientConfig: AdmissionregistrationV1WebhookCli
   };
 }
 
-/** Where the proxy finds its credentials (kubeconfig, NATS creds and CA): a Secret the operator's namespace provides. */
+/** Where the proxy finds its credentials (kubeconfig, NATS creds and CA): its shard's Secret in the operator's namespace. */
 export const PROXY_CREDENTIALS_DIR = '/etc/ctrlmesh/credentials';
-/** The fixed keys of the proxy Secret; each shard's NATS identity is under proxyCredsKey(shard). */
-export const PROXY_SECRET_KEYS = { kubeconfig: 'kubeconfig', natsCa: 'nats-ca.crt' } as const;
+/** The keys of a shard's proxy Secret. */
+export const PROXY_SECRET_KEYS = { kubeconfig: 'kubeconfig', natsCa: 'nats-ca.crt', natsCreds: 'nats.creds' } as const;

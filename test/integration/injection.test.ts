@@ -93,6 +93,7 @@ describe('sidecar injection by the agent webhook, in a real API server', () => {
       '--store=/var/run/ctrlmesh/route-table.json',
       `--write-kubeconfig=${KUBECONFIG}`,
       `--credentials=${CREDENTIALS}/kubeconfig`,
+      `--mesh-secret=${PROXY_SECRET}`,
       '--pod-labels=/etc/ctrlmesh/pod-info/labels',
     ]);
     expect(sidecar?.volumeMounts).toEqual([
@@ -105,13 +106,13 @@ describe('sidecar injection by the agent webhook, in a real API server', () => {
       items: [{ path: 'labels', fieldRef: { fieldPath: 'metadata.labels' } }],
     });
     expect(created.spec?.volumes?.find((v) => v.name === 'ctrlmesh-kubeconfig')?.emptyDir).toEqual({});
-    // One Secret of the pod's namespace; only this shard's identity is projected into the proxy, owner-read only.
+    // The shard's own Secret of the pod's namespace, in the proxy alone, owner-read only: no other shard's identity.
     expect(created.spec?.volumes?.find((v) => v.name === 'ctrlmesh-proxy-credentials')?.secret).toEqual({
-      secretName: PROXY_SECRET,
+      secretName: `${PROXY_SECRET}.${registryName}.demo`,
       items: [
         { key: 'kubeconfig', path: 'kubeconfig' },
         { key: 'nats-ca.crt', path: 'nats-ca.crt' },
-        { key: `${registryName}.demo.creds`, path: 'nats.creds' },
+        { key: 'nats.creds', path: 'nats.creds' },
       ],
       defaultMode: 0o400,
     });
@@ -124,6 +125,40 @@ describe('sidecar injection by the agent webhook, in a real API server', () => {
     expect(shipper?.volumeMounts?.some((m) => m.name === 'ctrlmesh-kubeconfig') ?? false).toBe(false);
     expect([manager, shipper].some((c) => c?.volumeMounts?.some((m) => m.name === 'ctrlmesh-proxy-credentials' || m.name === 'ctrlmesh-pod-info'))).toBe(false);
     expect(created.metadata?.annotations?.['ctrlmesh.kusionstack.io/sharding-config']).toBe('demo');
+  });
+
+  it("takes the ServiceAccount token out of every container, keeping its CA and namespace files; refuses a token the pod's author projects", async () => {
+    // As the ServiceAccount admission plugin leaves a pod before the webhooks run (this bed's API server runs without it).
+    const mount = { name: 'kube-api-access-q8r4w', mountPath: '/var/run/secrets/kubernetes.io/serviceaccount', readOnly: true };
+    const admitted = pod('tokens-0', { app: 'demo', [ENABLE_PROXY_LABEL]: 'true' });
+    for (const c of admitted.spec?.containers ?? []) c.volumeMounts = [mount];
+    admitted.spec!.volumes = [
+      {
+        name: mount.name,
+        projected: {
+          sources: [
+            { serviceAccountToken: { expirationSeconds: 3607, path: 'token' } },
+            { configMap: { name: 'kube-root-ca.crt', items: [{ key: 'ca.crt', path: 'ca.crt' }] } },
+            { downwardAPI: { items: [{ path: 'namespace', fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.namespace' } }] } },
+          ],
+        },
+      },
+    ];
+    const created = await core.createNamespacedPod({ namespace, body: admitted });
+    expect(created.spec?.automountServiceAccountToken).toBe(false);
+    const sources = created.spec?.volumes?.find((v) => v.name === mount.name)?.projected?.sources ?? [];
+    expect(sources.map((s) => Object.keys(s).filter((k) => s[k as keyof typeof s] !== undefined))).toEqual([['configMap'], ['downwardAPI']]);
+    for (const c of created.spec?.containers ?? []) expect(c.volumeMounts, c.name).toContainEqual(mount);
+    expect(created.spec?.initContainers?.[0]?.volumeMounts?.some((m) => m.name === mount.name)).toBe(false);
+
+    const own = pod('tokens-1', { app: 'demo', [ENABLE_PROXY_LABEL]: 'true' });
+    own.spec!.volumes = [{ name: 'vault-token', projected: { sources: [{ serviceAccountToken: { audience: 'vault', path: 'token' } }] } }];
+    own.spec!.containers[0]!.volumeMounts = [{ name: 'vault-token', mountPath: '/var/run/vault' }];
+    const refusal = await core.createNamespacedPod({ namespace, body: own }).then(
+      () => 'created',
+      (err: unknown) => String((err as ApiException<string>).body),
+    );
+    expect(refusal).toContain(`pod ${namespace}/tokens-1: volume vault-token projects a ServiceAccount token`);
   });
 
   it('leaves an unlabelled pod untouched', async () => {
@@ -156,7 +191,7 @@ describe('sidecar injection by the agent webhook, in a real API server', () => {
     const [sidecar] = created.spec?.initContainers ?? [];
     expect(sidecar?.args?.filter((a) => /^--(operator|shard)=/.test(a))).toEqual([`--operator=${namespace}/sample-root`, `--shard=${registryName}/sample-2-normal`]);
     const secret = created.spec?.volumes?.find((v) => v.name === 'ctrlmesh-proxy-credentials')?.secret;
-    expect(secret?.items?.map((i) => i.key)).toEqual(['kubeconfig', 'nats-ca.crt', `${registryName}.sample-2-normal.creds`]);
+    expect(secret?.secretName).toBe(`${PROXY_SECRET}.${registryName}.sample-2-normal`);
     const refused = async (body: V1Pod): Promise<string> =>
       core.createNamespacedPod({ namespace, body }).then(
         () => 'created',

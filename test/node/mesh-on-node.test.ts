@@ -5,7 +5,7 @@ import { PassThrough } from 'node:stream';
 import { AdmissionregistrationV1Api, ApiException, CoordinationV1Api, Exec, PatchStrategy, setHeaderOptions, type V1Pod } from '@kubernetes/client-node';
 import { Agent, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { INJECT_PATH, PROXY_SECRET_KEYS } from '../../src/agent/index.js';
+import { INJECT_PATH, PROXY_SECRET_KEYS, proxySecretName } from '../../src/agent/index.js';
 import { startNodeBed, type NodeBed } from '../../src/dev/index.js';
 import type { HubStatus } from '../../src/hub/index.js';
 import { RECONCILED_BY } from '../../src/sample-operator/reconciler.js';
@@ -216,8 +216,10 @@ describe('the mesh on a real node: helm-installed, injected, sharded operators i
           expect(pod.status?.initContainerStatuses?.find((s) => s.name === PROXY)?.ready).toBe(true);
           const operator = pod.spec?.containers.find((x) => x.name === 'operator');
           expect(operator?.args).toContain('--kubeconfig=/var/run/ctrlmesh/kubeconfig');
-          const creds = pod.spec?.volumes?.find((v) => v.name === 'ctrlmesh-proxy-credentials')?.secret?.items?.map((i) => i.key);
-          expect(creds).toEqual([PROXY_SECRET_KEYS.kubeconfig, PROXY_SECRET_KEYS.natsCa, expect.stringMatching(/\.creds$/)]);
+          const secret = pod.spec?.volumes?.find((v) => v.name === 'ctrlmesh-proxy-credentials')?.secret;
+          const shard = proxy?.args?.find((a) => a.startsWith('--shard='))?.slice('--shard='.length) ?? '';
+          expect(secret?.secretName).toBe(proxySecretName(PROXY, shard));
+          expect(secret?.items?.map((i) => i.key)).toEqual([PROXY_SECRET_KEYS.kubeconfig, PROXY_SECRET_KEYS.natsCa, PROXY_SECRET_KEYS.natsCreds]);
         }
       }
     });

@@ -5,7 +5,7 @@ import { intValue, requiredString, stringList, stringValue, usableOptions, type 
 import { hashAlgorithmFlag, hashAlgorithmValue, parseLabels, parseListen, readFlagFile, readTokens, untilAborted } from './flags.js';
 import { natsOptions, requiredNatsConfig, routeSignerKeys } from './nats-flags.js';
 
-/** The Secret, in each operator pod's namespace, the injected proxy takes its credentials from (docs/install.md). */
+/** The name of the Secrets, one per shard in each operator pod's namespace, the injected proxies take their credentials from (docs/install.md). */
 const DEFAULT_PROXY_SECRET = 'ctrlmesh-proxy';
 
 /** The injected proxy: its image, the hub's route-signing keys it trusts, the Secret it mounts; undefined without --proxy-image. */
@@ -102,7 +102,7 @@ export const agentCommand: Command = {
     'proxy-secret': {
       type: 'string',
       valueName: 'NAME',
-      description: `with --proxy-image: Secret in the pod's namespace with the proxy's kubeconfig, NATS CA and per-shard creds (default ${DEFAULT_PROXY_SECRET})`,
+      description: `with --proxy-image: the proxy Secrets of the pod's namespace, NAME.<cluster>.<shard> per shard, with its kubeconfig, NATS CA and creds (default ${DEFAULT_PROXY_SECRET})`,
     },
     'label-qps': { type: 'string', valueName: 'N', description: `label patches per second at most (default ${AGENT_DEFAULTS.labelQps})` },
   },

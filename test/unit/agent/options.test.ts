@@ -27,6 +27,13 @@ describe("the agent's options", () => {
     expect(problems).toHaveLength(5);
     expect(problems.join('\n')).toMatch(/cluster "EU_West"[\s\S]*token[\s\S]*bad key![\s\S]*https:\/\/[\s\S]*repeat/);
   });
+
+  it("refuses a proxy Secret name that leaves no room for a shard's (<proxy-secret>.<cluster>.<shard>, at most 253 characters)", () => {
+    const webhook = { host: '127.0.0.1', port: 0 };
+    const sidecar = (secretName: string): AgentOptions['sidecar'] => ({ image: 'cm:1', routeSigners: [`N${'A'.repeat(55)}`], secretName });
+    expect(agentOptionProblems({ ...valid, webhook, sidecar: sidecar('p'.repeat(241)) })).toEqual([]);
+    expect(agentOptionProblems({ ...valid, webhook, sidecar: sidecar('p'.repeat(242)) })).toEqual([expect.stringContaining('leave no room for a shard in its Secret')]);
+  });
 });
 
 describe('parseAgentOptions', () => {

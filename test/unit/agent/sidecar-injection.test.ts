@@ -18,16 +18,17 @@ import {
   type JsonPatchOperation,
   type PodContainer,
   type PodLike,
+  type PodVolume,
   type SelectingConfig,
   type SidecarOptions,
 } from '../../../src/agent/sidecar-injection.js';
-import { admitPod, proxyCredsKey, proxySecretItems, type InjectedProxy } from '../../../src/agent/sidecar-webhook.js';
+import { admitPod, proxySecretItems, proxySecretName, type InjectedProxy } from '../../../src/agent/sidecar-webhook.js';
 
 const options: SidecarOptions = {
   image: 'controllermesh:test',
   args: (t) => ['proxy', `--sharding-config=${t.namespace}/${t.shardingConfig}`],
   opsPort: 5441,
-  credentials: { secretName: 'proxy-secret', mountPath: '/etc/creds', items: (t) => [{ key: `${t.shardingConfig}.creds`, path: 'nats.creds' }] },
+  credentials: { secretName: (t) => `proxy-secret.${t.shardingConfig}`, mountPath: '/etc/creds', items: [{ key: 'nats.creds', path: 'nats.creds' }] },
 };
 const ns = 'operators';
 const demo: SelectingConfig = { name: 'demo', namespace: ns, selector: { matchLabels: { app: 'demo' } } };
@@ -69,6 +70,21 @@ function pod(containers: PodContainer[], extra: { labels?: Record<string, string
   };
 }
 
+/** What the ServiceAccount admission plugin adds before any mutating webhook runs: a projected token, the CA, the namespace. */
+const SA_MOUNT = { name: 'kube-api-access-x7k2p', mountPath: '/var/run/secrets/kubernetes.io/serviceaccount', readOnly: true };
+const saVolume = (): PodVolume => ({
+  name: SA_MOUNT.name,
+  projected: {
+    defaultMode: 420,
+    sources: [
+      { serviceAccountToken: { expirationSeconds: 3607, path: 'token' } },
+      { configMap: { name: 'kube-root-ca.crt', items: [{ key: 'ca.crt', path: 'ca.crt' }] } },
+      { downwardAPI: { items: [{ path: 'namespace', fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.namespace' } }] } },
+    ],
+  },
+} as PodVolume);
+const projectsToken = (v: PodVolume): boolean => (v.projected?.sources ?? []).some((x) => x.serviceAccountToken !== undefined);
+
 function injected(p: PodLike, configs: readonly SelectingConfig[] = [demo]): PodLike {
   const decision = injectSidecar(p, ns, configs, options);
   if (decision.kind !== 'patch') throw new Error(`expected a patch, got ${JSON.stringify(decision)}`);
@@ -94,7 +110,7 @@ describe('injectSidecar', () => {
     ]);
     expect(p.spec?.volumes).toEqual([
       { name: KUBECONFIG_VOLUME, emptyDir: {} },
-      { name: CREDENTIALS_VOLUME, secret: { secretName: 'proxy-secret', items: [{ key: 'demo.creds', path: 'nats.creds' }], defaultMode: 0o400 } },
+      { name: CREDENTIALS_VOLUME, secret: { secretName: 'proxy-secret.demo', items: [{ key: 'nats.creds', path: 'nats.creds' }], defaultMode: 0o400 } },
       { name: POD_INFO_VOLUME, downwardAPI: { items: [{ path: 'labels', fieldRef: { fieldPath: 'metadata.labels' } }] } },
     ]);
     const [manager, other] = p.spec?.containers ?? [];
@@ -168,6 +184,37 @@ describe('injectSidecar', () => {
     expect(decision.kind === 'deny' && decision.message).toContain('names container(s) manager that the pod does not have (it has m)');
   });
 
+  it('leaves no container a ServiceAccount token: the admission plugin\'s volume keeps the CA and namespace, and the pod stops automounting', () => {
+    const mounted = (name: string): PodContainer => ({ name, volumeMounts: [{ ...SA_MOUNT }] });
+    const p: PodLike = { ...pod([mounted('manager'), mounted('log-shipper')]), spec: { containers: [mounted('manager'), mounted('log-shipper')], initContainers: [mounted('init-db')], volumes: [saVolume()] } };
+    const once = injected(p);
+    expect(once.spec?.automountServiceAccountToken).toBe(false);
+    const volume = once.spec?.volumes?.find((v) => v.name === SA_MOUNT.name);
+    expect(volume).toEqual({ ...saVolume(), projected: { defaultMode: 420, sources: saVolume().projected?.sources?.slice(1) } });
+    // Every container keeps its mount (controller-runtime reads the namespace file there), with no token in it.
+    for (const c of [...(once.spec?.containers ?? []), ...(once.spec?.initContainers ?? []).filter((x) => x.name !== PROXY_CONTAINER_NAME)]) {
+      expect(c.volumeMounts, c.name).toContainEqual(SA_MOUNT);
+    }
+    expect(once.spec?.initContainers?.[0]?.volumeMounts?.some((m) => m.name === SA_MOUNT.name)).toBe(false);
+    expect(once.spec?.volumes?.some(projectsToken)).toBe(false);
+    expect(injectSidecar(once, ns, [demo], options)).toEqual({ kind: 'untouched', reason: 'already injected' });
+  });
+
+  it('refuses a pod whose author projects a ServiceAccount token, rather than start it without the token it asked for', () => {
+    const own: PodVolume = { name: 'vault-token', projected: { sources: [{ serviceAccountToken: { audience: 'vault', path: 'token' } }] } };
+    const p: PodLike = { ...pod([{ name: 'm' }]), spec: { containers: [{ name: 'm', volumeMounts: [{ name: 'vault-token', mountPath: '/var/run/vault' }] }], volumes: [saVolume(), own] } };
+    const decision = injectSidecar(p, ns, [demo], options);
+    expect(decision).toEqual({ kind: 'deny', message: expect.stringContaining('pod operators/demo-0: volume vault-token projects a ServiceAccount token') });
+  });
+
+  it("refuses a pod whose shard's Secret name would not be a Secret name", () => {
+    const long: SidecarOptions = { ...options, credentials: { ...options.credentials, secretName: (t) => `${'p'.repeat(250)}.${t.shardingConfig}` } };
+    const decision = injectSidecar(pod([{ name: 'm' }]), ns, [demo], long);
+    expect(decision.kind === 'deny' && decision.message).toMatch(/its proxy's Secret would be named p+\.demo, but it is 255 characters long/);
+    const upper: SidecarOptions = { ...options, credentials: { ...options.credentials, secretName: () => 'Proxy.demo' } };
+    expect(injectSidecar(pod([{ name: 'm' }]), ns, [demo], upper)).toMatchObject({ kind: 'deny', message: expect.stringContaining('not a lower-case DNS subdomain') });
+  });
+
   const containerArb = fc.record(
     {
       name: fc.constantFrom('manager', 'sidecar', 'logger', 'helper'),
@@ -182,7 +229,7 @@ describe('injectSidecar', () => {
     .record({
       containers: fc.uniqueArray(containerArb, { minLength: 1, maxLength: 4, selector: (c) => c.name }),
       initContainers: fc.option(fc.constant<PodContainer[]>([{ name: 'init-db' }]), { nil: undefined }),
-      volumes: fc.option(fc.constant<{ name: string }[]>([{ name: 'data' }]), { nil: undefined }),
+      volumes: fc.option(fc.constantFrom<PodVolume[]>([{ name: 'data' }], [{ name: 'data' }, saVolume()], [saVolume()]), { nil: undefined }),
       annotations: fc.option(fc.constant({ team: 'a' }), { nil: undefined }),
     })
     .map(({ containers, initContainers, volumes, annotations }): PodLike => ({
@@ -205,6 +252,8 @@ describe('injectSidecar', () => {
         expect(once.spec?.volumes?.filter((v) => v.name === KUBECONFIG_VOLUME)).toHaveLength(1);
         expect(once.spec?.volumes?.filter((v) => v.name === CREDENTIALS_VOLUME)).toHaveLength(1);
         expect(once.spec?.containers?.some((c) => c.volumeMounts?.some((m) => m.name === CREDENTIALS_VOLUME))).toBe(false);
+        expect(once.spec?.volumes?.some(projectsToken)).toBe(false);
+        expect(once.spec?.automountServiceAccountToken).toBe(false);
       }),
     );
   });
@@ -232,9 +281,9 @@ describe('the injected proxy of an agent', () => {
     return applyPatch(p, JSON.parse(Buffer.from(response.patch ?? '', 'base64').toString()) as JsonPatchOperation[]);
   }
 
-  it("names a shard's creds in the Secret <cluster>.<shard>.creds", () => {
-    expect(proxyCredsKey('eu-west-1/demo-2-normal')).toBe('eu-west-1.demo-2-normal.creds');
-    expect(proxySecretItems('eu-west-1/demo', false).map((i) => i.key)).toEqual(['kubeconfig', 'eu-west-1.demo.creds']);
+  it('names each shard its own Secret, <secretName>.<cluster>.<shard>, holding only that shard\'s keys', () => {
+    expect(proxySecretName('ctrlmesh-proxy', 'eu-west-1/demo-2-normal')).toBe('ctrlmesh-proxy.eu-west-1.demo-2-normal');
+    expect(proxySecretItems(false).map((i) => i.key)).toEqual(['kubeconfig', 'nats.creds']);
   });
 
   it("gets its shard's NATS identity, the NATS CA, the route signers and its kubeconfig from the mounted Secret", async () => {
@@ -254,18 +303,20 @@ describe('the injected proxy of an agent', () => {
       '--store=/var/run/ctrlmesh/route-table.json',
       '--write-kubeconfig=/var/run/ctrlmesh/kubeconfig',
       '--credentials=/etc/ctrlmesh/credentials/kubeconfig',
+      // The proxy keeps the shard away from the proxy Secrets of its namespace, its own among them.
+      '--mesh-secret=ctrlmesh-proxy',
       `--pod-labels=${POD_LABELS_PATH}`,
     ]);
     expect(sidecar?.volumeMounts).toContainEqual({ name: CREDENTIALS_VOLUME, mountPath: '/etc/ctrlmesh/credentials', readOnly: true });
     expect(p.spec?.volumes?.find((v) => v.name === CREDENTIALS_VOLUME)).toEqual({
       name: CREDENTIALS_VOLUME,
       secret: {
-        secretName: 'ctrlmesh-proxy',
-        // Only this shard's identity lands in the container, though the Secret holds every shard's.
+        // The shard's own Secret: no other shard's identity is in the pod.
+        secretName: 'ctrlmesh-proxy.eu-west-1.demo',
         items: [
           { key: 'kubeconfig', path: 'kubeconfig' },
           { key: 'nats-ca.crt', path: 'nats-ca.crt' },
-          { key: 'eu-west-1.demo.creds', path: 'nats.creds' },
+          { key: 'nats.creds', path: 'nats.creds' },
         ],
         defaultMode: 0o400,
       },
@@ -276,7 +327,7 @@ describe('the injected proxy of an agent', () => {
     const p = await admitted(false);
     expect(p.spec?.initContainers?.[0]?.args?.some((a) => a.startsWith('--nats-ca'))).toBe(false);
     const volume = p.spec?.volumes?.find((v) => v.name === CREDENTIALS_VOLUME) as { secret?: { items?: { key: string }[] } } | undefined;
-    expect(volume?.secret?.items?.map((i) => i.key)).toEqual(['kubeconfig', 'eu-west-1.demo.creds']);
+    expect(volume?.secret?.items?.map((i) => i.key)).toEqual(['kubeconfig', 'nats.creds']);
   });
 
   it("runs the child of an auto-sharding root that the pod's StatefulSet ordinal runs, and refuses any other pod", async () => {
@@ -295,6 +346,7 @@ describe('the injected proxy of an agent', () => {
     const response = await admitPod({ uid: 'u1', namespace: ns, object: ordinal1 }, injector);
     const patched = applyPatch(ordinal1, JSON.parse(Buffer.from(response.patch ?? '', 'base64').toString()) as JsonPatchOperation[]);
     expect(patched.spec?.initContainers?.[0]?.args).toContain('--shard=eu-west-1/demo-2-normal');
+    expect(patched.spec?.volumes?.find((v) => v.name === CREDENTIALS_VOLUME)).toMatchObject({ secret: { secretName: 'ctrlmesh-proxy.eu-west-1.demo-2-normal' } });
     const stray = await admitPod({ uid: 'u2', namespace: ns, object: { ...ordinal1, metadata: { ...ordinal1.metadata, name: 'stray' } } }, injector);
     expect(stray.allowed).toBe(false);
     expect(stray.status?.message).toContain('is selected by the auto-sharding root demo-root');
