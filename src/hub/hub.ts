@@ -11,7 +11,7 @@ import { createLeaderDuties } from './leader-duties.js';
 import { electLeader, type LeaderElection } from './leader.js';
 import type { HubOptions } from './options.js';
 import { createPlanningLoop } from './planning-loop.js';
-import { hubStatus, type HubStatus } from './status.js';
+import { hubStatus, registerStatusRoute, type HubStatus } from './status.js';
 
 export interface HubDependencies {
   logger: Logger;
@@ -21,8 +21,10 @@ export interface HubDependencies {
 
 export interface HubHandle {
   identity: string;
-  /** Base URL of /healthz, /readyz, /metrics and /status. */
+  /** Base URL of /healthz, /readyz and /metrics. */
   url: string;
+  /** Base URL of /status: `url` itself unless the options give /status a listener of its own. */
+  statusUrl: string;
   isLeader(): boolean;
   status(): HubStatus;
   /** Stops; `releaseLease: false` behaves like a crash for the standby (it waits for the lease to expire). */
@@ -62,9 +64,17 @@ export async function startHub(options: HubOptions, deps: HubDependencies): Prom
   // A scrape or status call answered during stop would otherwise hold the port until its keep-alive timeout (72 s).
   const server = Fastify({ logger: false, forceCloseConnections: true });
   registerOpsRoutes(server, { registry, readiness: inputs.readiness });
-  server.get('/status', async () => status());
+  const statusRoute = { status, ...(options.statusToken === undefined ? {} : { token: options.statusToken }) };
+  const statusServer = options.statusListen ? Fastify({ logger: false, forceCloseConnections: true }) : server;
+  registerStatusRoute(statusServer, statusRoute);
   const address = await server.listen({ host: options.listen.host, port: options.listen.port });
-  logger.info({ url: address }, 'hub status API listening');
+  const statusAddress = options.statusListen
+    ? await statusServer.listen({ host: options.statusListen.host, port: options.statusListen.port }).catch(async (err: unknown) => {
+        await server.close();
+        throw err;
+      })
+    : address;
+  logger.info({ url: address, statusUrl: statusAddress, statusToken: options.statusToken !== undefined }, 'hub ops and status API listening');
 
   inputs.start();
   listening.since = now();
@@ -88,6 +98,7 @@ export async function startHub(options: HubOptions, deps: HubDependencies): Prom
   return {
     identity: options.identity,
     url: address,
+    statusUrl: statusAddress,
     isLeader,
     status,
     async stop(stopOptions = {}) {
@@ -99,6 +110,7 @@ export async function startHub(options: HubOptions, deps: HubDependencies): Prom
       await leadership.election?.stop({ release: stopOptions.releaseLease ?? true });
       await planning.stop();
       await server.close();
+      if (statusServer !== server) await statusServer.close();
       await link.close();
     },
   };

@@ -90,8 +90,16 @@ export const HubOptionsSchema = Type.Object(
     grantMarginMs: Millis(0, 600_000),
     /** Completed handovers kept per operator in the status API. */
     handoverHistory: Type.Integer({ minimum: 0, maximum: 100_000 }),
-    /** HTTP listen address of /healthz, /readyz, /metrics and /status; port 0 picks a free one. */
+    /** HTTP listen address of /healthz, /readyz and /metrics (and /status without statusListen); port 0 picks a free one. */
     listen: ListenAddressSchema,
+    /**
+     * A listener of its own for /status (`--status-listen`): the fleet's clusters, their API server URLs and every
+     * operator's shards. Absent, /status is served on `listen`, which hubOptionProblems then allows on a loopback
+     * address only, unless statusToken is given.
+     */
+    statusListen: Type.Optional(ListenAddressSchema),
+    /** The bearer token /status requires (`--status-token-file`); needed where /status listens beyond loopback. */
+    statusToken: Type.Optional(Type.String({ minLength: 16, maxLength: 4096, pattern: '^[\\x21-\\x7e]+$' })),
   },
   { additionalProperties: false },
 );
@@ -113,6 +121,11 @@ export const HUB_DEFAULTS = {
   handoverHistory: 50,
   listen: { host: '127.0.0.1', port: 9464 },
 } as const satisfies Partial<HubOptions>;
+
+/** Whether a listen host is this machine's loopback only: what another pod or machine cannot reach. */
+export function isLoopbackHost(host: string): boolean {
+  return host === 'localhost' || host === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/u.test(host);
+}
 
 /** A namespace (DNS label) and a ShardingConfig's name (DNS subdomain), as an operator is named. */
 const OPERATOR_NAME = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\/[a-z0-9]([-.a-z0-9]{0,251}[a-z0-9])?$/u;
@@ -142,6 +155,15 @@ export function hubOptionProblems(options: HubOptions): string[] {
   }
   if (options.leaseRenewMs * 2 > options.leaseTtlMs) problems.push('the lease renew period must be at most half the lease TTL');
   if (options.health.offlineAfterMs <= options.health.unknownAfterMs) problems.push('offline-after must be longer than unknown-after');
+  // /status lists the fleet's API servers and operators: a loopback address (kubectl port-forward reaches it) or a token.
+  const status = options.statusListen ?? options.listen;
+  if (!isLoopbackHost(status.host) && options.statusToken === undefined) {
+    problems.push(
+      `/status would be served on ${status.host}:${status.port} to anyone who reaches it: ` +
+        (options.statusListen ? 'give status-listen a loopback address' : 'give status-listen (e.g. 127.0.0.1:9465)') +
+        ', or a status token file',
+    );
+  }
   const hash = options.hash === undefined ? undefined : hashOptionsProblem(options.hash);
   if (hash !== undefined) problems.push(hash);
   return problems;

@@ -1,3 +1,5 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { FastifyInstance } from 'fastify';
 import type { ClusterHealth } from './health.js';
 import type { Fleet } from './fleet.js';
 import type { HandoverRecord } from '../transport/index.js';
@@ -74,4 +76,21 @@ export function hubStatus(options: { fleet: Fleet; identity: string; leader: boo
     })
     .sort((a, b) => (a.operator < b.operator ? -1 : 1));
   return { identity: options.identity, leader: options.leader, clusters, removedClusters: [...fleet.removed].sort(), operators };
+}
+
+/**
+ * Serves /status on `app`, behind the bearer token when one is given: a request without it gets 401, never the
+ * fleet's clusters, API servers and operators (test/unit/hub/status-route.test.ts, 'answers 401 without the bearer
+ * token, whatever else the request carries').
+ */
+export function registerStatusRoute(app: FastifyInstance, options: { status: () => HubStatus; token?: string }): void {
+  const digest = (text: string): Buffer => createHash('sha256').update(text).digest();
+  const expected = options.token === undefined ? undefined : digest(`Bearer ${options.token}`);
+  app.get('/status', async (req, reply) => {
+    // Digests of equal length, compared in constant time: the answer's timing says nothing of the token.
+    if (expected && !timingSafeEqual(digest(req.headers.authorization ?? ''), expected)) {
+      return reply.code(401).header('www-authenticate', 'Bearer realm="ctrlmesh-hub"').type('text/plain').send('a bearer token is required (ctrlmesh status --token-file)');
+    }
+    return options.status();
+  });
 }

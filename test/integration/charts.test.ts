@@ -68,10 +68,16 @@ async function dryRun(args: { chart: string; values?: string; namespace: string 
 
 interface RenderedObject {
   kind: string;
-  metadata: { name: string; labels?: Record<string, string> };
+  metadata: { name: string; namespace?: string; labels?: Record<string, string> };
   data?: Record<string, string>;
   rules?: { apiGroups?: string[]; resources?: string[]; resourceNames?: string[]; verbs?: string[] }[];
   spec?: {
+    /** A NetworkPolicy's. */
+    podSelector?: unknown;
+    policyTypes?: string[];
+    ingress?: unknown[];
+    /** A Service's. */
+    ports?: { name: string; port: number }[];
     template?: {
       metadata?: { annotations?: Record<string, string> };
       spec?: {
@@ -216,6 +222,7 @@ describe('Helm charts', () => {
         'route-signing.nk': 'ctrlmesh-hub-signing/route-signing.nk',
         'issuer.nk': 'ctrlmesh-hub-issuer/issuer.nk',
         tokens: 'ctrlmesh-hub-tokens/tokens',
+        'status-token': 'ctrlmesh-hub-status/token',
       });
       expect(container?.args).toEqual(
         expect.arrayContaining([
@@ -225,6 +232,9 @@ describe('Helm charts', () => {
           `--agent-issuer=${dir}/issuer.nk`,
           '--agent-identity-ttl=12h',
           `--token-file=${dir}/tokens`,
+          // /status behind its token, on every address.
+          '--status-listen=0.0.0.0:9465',
+          `--status-token-file=${dir}/status-token`,
           '--operator-file=/etc/ctrlmesh/operators/operators',
           '--move-units-of-offline-clusters',
           // extraArgs: durations with their units (ctrlmesh hub refuses a bare number)
@@ -287,5 +297,83 @@ describe('Helm charts', () => {
     expect(await aggregation()).toEqual({ shardingconfigs: ['admin'], circuitbreakers: ['admin', 'edit'], faultinjections: ['admin', 'edit'] });
     expect((await aggregation(['rbac.shardingConfigWriters=edit'])).shardingconfigs).toEqual(['admin', 'edit']);
     expect(await aggregation(['rbac.aggregateToDefaultRoles=false'])).toEqual({});
+  });
+  const policy = (objects: RenderedObject[]): RenderedObject['spec'] => objects.find((o) => o.kind === 'NetworkPolicy')?.spec;
+  const monitoring = { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } } };
+  const proxies = { namespaceSelector: {}, podSelector: { matchLabels: { 'ctrlmesh.kusionstack.io/enable-proxy': 'true' } } };
+  const tcp = (port: number): { protocol: string; port: number } => ({ protocol: 'TCP', port });
+
+  it('each chart ships an ingress NetworkPolicy, on by default, admitting only the ports the mesh uses', async () => {
+    const hub = await renderedObjects({ chart: 'ctrlmesh-hub', namespace: 'ctrlmesh-system' });
+    expect(policy(hub)).toEqual({
+      podSelector: { matchLabels: { 'app.kubernetes.io/name': 'ctrlmesh-hub', 'app.kubernetes.io/instance': 'ctrlmesh' } },
+      policyTypes: ['Ingress'],
+      ingress: [{ from: [monitoring], ports: [tcp(9464)] }],
+    });
+    // The agent's webhook from anywhere: the API server is not a pod, so no selector names it.
+    const agent = await renderedObjects({ chart: 'ctrlmesh-agent', namespace: 'ctrlmesh-system' });
+    expect(policy(agent)?.ingress).toEqual([{ ports: [tcp(9443)] }, { from: [monitoring], ports: [tcp(9465)] }]);
+    const nats = await renderedObjects({ chart: 'ctrlmesh-nats', namespace: 'ctrlmesh-system' });
+    expect(policy(nats)?.ingress).toEqual([
+      { from: [{ podSelector: { matchExpressions: [{ key: 'app.kubernetes.io/name', operator: 'In', values: ['ctrlmesh-hub', 'ctrlmesh-agent'] }] } }, proxies], ports: [tcp(4222)] },
+      { from: [{ podSelector: { matchLabels: { 'app.kubernetes.io/name': 'ctrlmesh-nats', 'app.kubernetes.io/instance': 'ctrlmesh' } } }], ports: [tcp(6222)] },
+      { from: [monitoring], ports: [tcp(8222)] },
+    ]);
+    const widened = await renderedObjects({
+      chart: 'ctrlmesh-nats',
+      namespace: 'ctrlmesh-system',
+      set: ['networkPolicy.client.namespaces={tools}', 'networkPolicy.client.extraFrom[0].ipBlock.cidr=203.0.113.0/24'],
+    });
+    expect((policy(widened)?.ingress?.[0] as { from: unknown[] }).from.slice(2)).toEqual([
+      { namespaceSelector: { matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'In', values: ['tools'] }] } },
+      { ipBlock: { cidr: '203.0.113.0/24' } },
+    ]);
+    for (const chart of charts) {
+      expect(policy(await renderedObjects({ chart, namespace: 'ctrlmesh-system', set: ['networkPolicy.enabled=false'] })), chart).toBeUndefined();
+    }
+  });
+
+  it("NATS's Service leaves out the monitoring port unless service.exposeMonitor; the pod keeps it for its probes", async () => {
+    const ports = async (set: string[]): Promise<string[]> =>
+      (await renderedObjects({ chart: 'ctrlmesh-nats', namespace: 'ctrlmesh-system', set })).find((o) => o.kind === 'Service' && o.metadata.name === 'ctrlmesh-ctrlmesh-nats')?.spec?.ports?.map((p) => `${p.name}:${p.port}`) ?? [];
+    expect(await ports([])).toEqual(['client:4222']);
+    expect(await ports(['service.exposeMonitor=true'])).toEqual(['client:4222', 'monitor:8222']);
+  });
+
+  it("the hub's /status listens on the pod's loopback unless it has a token; then the Service and the policy expose it", async () => {
+    const plain = await renderedObjects({ chart: 'ctrlmesh-hub', namespace: 'ctrlmesh-system' });
+    expect(plain.find((o) => o.kind === 'Deployment')?.spec?.template?.spec?.containers?.[0]?.args).toEqual(
+      expect.arrayContaining(['--listen=0.0.0.0:9464', '--status-listen=127.0.0.1:9465']),
+    );
+    expect(plain.find((o) => o.kind === 'Service')?.spec?.ports?.map((p) => p.port)).toEqual([9464]);
+    const tokened = await renderedObjects({ chart: 'ctrlmesh-hub', namespace: 'ctrlmesh-system', set: ['status.token.existingSecret=hub-status'] });
+    expect(tokened.find((o) => o.kind === 'Service')?.spec?.ports?.map((p) => p.port)).toEqual([9464, 9465]);
+    expect(policy(tokened)?.ingress).toEqual([{ from: [monitoring], ports: [tcp(9464), tcp(9465)] }]);
+    await expect(template({ chart: 'ctrlmesh-hub', namespace: 'ctrlmesh-system', set: ['status.port=9464'] })).rejects.toThrow(/status\.port must differ from port/);
+  });
+
+  it("the agent chart puts a policy in each operator namespace listed: the proxy's webhook and ops ports only; the API server stores it", async () => {
+    const namespaces = [uniqueName('op'), uniqueName('op')];
+    for (const ns of namespaces) await run(kubectl, ['--kubeconfig', kubeconfig(), 'create', 'namespace', ns]);
+    try {
+      const rendered = await template({
+        chart: 'ctrlmesh-agent',
+        namespace: 'ctrlmesh-system',
+        set: [`networkPolicy.operatorNamespaces={${namespaces.join(',')}}`, 'networkPolicy.operatorIngress[0].ports[0].port=8080'],
+      });
+      const policies = rendered.split(/^---$/mu).filter((doc) => /^kind: NetworkPolicy$/mu.test(doc) && /^ {2}namespace: /mu.test(doc));
+      expect(policies).toHaveLength(2);
+      await kubectlWithInput(['apply', '-f', '-'], policies.join('---\n'));
+      for (const ns of namespaces) {
+        const { stdout } = await run(kubectl, ['--kubeconfig', kubeconfig(), '--namespace', ns, 'get', 'networkpolicy', 'ctrlmesh-proxy', '-o', 'json']);
+        expect((JSON.parse(stdout) as RenderedObject).spec).toEqual({
+          podSelector: { matchLabels: { 'ctrlmesh.kusionstack.io/enable-proxy': 'true' } },
+          policyTypes: ['Ingress'],
+          ingress: [{ ports: [tcp(5445)] }, { from: [monitoring], ports: [tcp(5441)] }, { ports: [tcp(8080)] }],
+        });
+      }
+    } finally {
+      for (const ns of namespaces) await run(kubectl, ['--kubeconfig', kubeconfig(), 'delete', 'namespace', ns, '--wait=false']);
+    }
   });
 });

@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 import { AppsV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, KubernetesObjectApi, RbacAuthorizationV1Api, type KubernetesObject, type V1Pod } from '@kubernetes/client-node';
 import { isApiStatus } from '../../src/kube/index.js';
 import { eventually } from '../integration/control-fixture.js';
@@ -65,4 +66,35 @@ export async function readyPods(c: Clients, namespace: string, selector: string,
 /** A container's log, through the API server and the kubelet, as `kubectl logs` reads it. */
 export async function podLog(c: Clients, namespace: string, pod: string, container: string, previous = false): Promise<string> {
   return c.core.readNamespacedPodLog({ name: pod, namespace, container, previous });
+}
+
+/** A `kubectl port-forward` to one pod's port: it connects inside the pod, so it reaches a port bound to 127.0.0.1. */
+export interface PortForward {
+  url: string;
+  close(): void;
+}
+
+/** Starts `kubectl port-forward pod/<pod> :<port>` and resolves once it prints its local address. */
+export function portForward(kubectl: string, kubeconfigPath: string, namespace: string, pod: string, port: number): Promise<PortForward> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(kubectl, ['--kubeconfig', kubeconfigPath, '--namespace', namespace, 'port-forward', `pod/${pod}`, `:${port}`, '--address', '127.0.0.1'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    const timer = setTimeout(() => {
+      child.kill();
+      reject(new Error(`kubectl port-forward ${namespace}/${pod}:${port} printed no address within 30 s: ${output}`));
+    }, 30_000);
+    const read = (chunk: Buffer): void => {
+      output += chunk.toString();
+      const local = /Forwarding from 127\.0\.0\.1:(\d+) ->/u.exec(output)?.[1];
+      if (local === undefined) return;
+      clearTimeout(timer);
+      resolve({ url: `http://127.0.0.1:${local}`, close: () => void child.kill() });
+    };
+    child.stdout.on('data', read);
+    child.stderr.on('data', read);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`kubectl port-forward ${namespace}/${pod}:${port} exited ${code}: ${output}`));
+    });
+  });
 }

@@ -6,7 +6,7 @@ import { AdmissionregistrationV1Api, ApiException, CoordinationV1Api, Exec, Patc
 import { Agent, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { INJECT_PATH, PROXY_SECRET_KEYS, proxySecretName } from '../../src/agent/index.js';
-import { startNodeBed, type NodeBed } from '../../src/dev/index.js';
+import { resolveTool, startNodeBed, type NodeBed } from '../../src/dev/index.js';
 import type { HubStatus } from '../../src/hub/index.js';
 import { RECONCILED_BY } from '../../src/sample-operator/reconciler.js';
 import { FileRouteSource, type RouteSource } from '../../src/proxy/index.js';
@@ -14,7 +14,7 @@ import type { RouteTable } from '../../src/transport/index.js';
 import { eventually } from '../integration/control-fixture.js';
 import { bucket, clusterRoute, routeTable, silent, startTestProxy, type TestProxy } from '../integration/helpers/proxy.js';
 import { apiServerMetric } from '../integration/helpers/testbed.js';
-import { applyAll, clients, deleteIfPresent, isReady, podLog, readyPods, type Clients } from './kube.js';
+import { applyAll, clients, deleteIfPresent, isReady, podLog, portForward, readyPods, type Clients, type PortForward } from './kube.js';
 import { putOperatorSecret } from './proxy-secret.js';
 import { credentialsAccount, operatorAccess, rootConfig, statefulSet, type OperatorSpec } from './operators.js';
 import { fooCrd } from './sample-controller.js';
@@ -37,6 +37,8 @@ import {
 const HASH_LABEL = 'ctrlmesh.kusionstack.io/sharding-hash';
 const WORKLOAD_NAMESPACES = 8;
 const PROXY = 'ctrlmesh-proxy';
+/** The hub chart's status.port. */
+const HUB_STATUS_PORT = 9465;
 
 /** One reconcile of the sample operator (--timestamps; one cluster, so no `cluster=`). */
 interface Reconcile {
@@ -75,6 +77,7 @@ describe('the mesh on a real node: helm-installed, injected, sharded operators i
   let dir: string;
   let bed: NodeBed;
   let c: Clients;
+  let kubectl: string;
   const workloads = Array.from({ length: WORKLOAD_NAMESPACES }, (_, i) => `work-${i}`);
 
   const demo = (image: string): OperatorSpec => ({
@@ -111,11 +114,25 @@ describe('the mesh on a real node: helm-installed, injected, sharded operators i
       shards: [1, 2, 3].map((i) => `${bed.info.mesh.cluster}/${op.prefix}-${i}-normal`),
     });
   };
-  /** The leading hub's view, from its /status on the pod network. */
+  /** A port-forward per hub pod to its /status, which listens on the pod's 127.0.0.1 alone (docs/install.md). */
+  const statusForwards = new Map<string, PortForward>();
+  /** The leading hub's view, from its /status through `kubectl port-forward`, as an operator of the mesh reads it. */
   const hubStatus = async (): Promise<HubStatus> => {
     const pods = (await c.core.listNamespacedPod({ namespace: bed.info.mesh.namespace, labelSelector: 'app.kubernetes.io/name=ctrlmesh-hub' })).items;
     for (const pod of pods) {
-      const status = (await (await fetch(`http://${pod.status?.podIP}:9464/status`)).json()) as HubStatus;
+      const name = pod.metadata?.name as string;
+      let forward = statusForwards.get(name);
+      if (!forward) {
+        forward = await portForward(kubectl, bed.info.cluster.kubeconfigPath, bed.info.mesh.namespace, name, HUB_STATUS_PORT);
+        statusForwards.set(name, forward);
+      }
+      const res = await fetch(`${forward.url}/status`).catch((err: unknown) => {
+        // A forward whose pod went away: opened again next time.
+        statusForwards.delete(name);
+        forward?.close();
+        throw err;
+      });
+      const status = (await res.json()) as HubStatus;
       if (status.leader) return status;
     }
     throw new Error('no hub pod leads');
@@ -153,9 +170,11 @@ describe('the mesh on a real node: helm-installed, injected, sharded operators i
       onProgress: (m) => process.stderr.write(`node bed: ${m}\n`),
     });
     c = clients(bed.info.cluster.kubeconfigPath);
+    kubectl = (await resolveTool('kubectl')).path;
   }, 1_500_000);
 
   afterAll(async () => {
+    for (const forward of statusForwards.values()) forward.close();
     await bed?.down();
     await rm(dir, { recursive: true, force: true });
   }, 120_000);
@@ -172,6 +191,18 @@ describe('the mesh on a real node: helm-installed, injected, sharded operators i
       expect(probe).toMatch(pod.metadata?.labels?.['app.kubernetes.io/name'] === 'ctrlmesh-nats' ? /^\/healthz/ : /^\/readyz$/);
     }
     expect(bed.info.timings).toBeDefined();
+  });
+
+  it("the hub's /status is reached inside its pod alone: not on the pod network, through kubectl port-forward", async () => {
+    const pods = (await c.core.listNamespacedPod({ namespace: bed.info.mesh.namespace, labelSelector: 'app.kubernetes.io/name=ctrlmesh-hub' })).items;
+    for (const pod of pods) {
+      const ip = pod.status?.podIP as string;
+      expect((await fetch(`http://${ip}:9464/metrics`)).status).toBe(200);
+      expect((await fetch(`http://${ip}:9464/status`)).status).toBe(404);
+      await expect(fetch(`http://${ip}:${HUB_STATUS_PORT}/status`)).rejects.toThrow();
+    }
+    const status = await hubStatus();
+    expect(status.clusters.map((x) => x.name)).toEqual([bed.info.mesh.cluster]);
   });
 
   it('the API server calls the agent’s webhooks: a new namespace is labelled with its bucket at admission', async () => {

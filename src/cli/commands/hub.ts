@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { formatDuration } from '../../api/index.js';
-import { HUB_DEFAULTS, HubOptionsSchema, parseHubOptions, startHub, type HubOptions } from '../../hub/index.js';
+import { HUB_DEFAULTS, HubOptionsSchema, isLoopbackHost, parseHubOptions, startHub, type HubOptions } from '../../hub/index.js';
 import { UsageError } from '../../errors.js';
 import { durationValue, intValue, requiredString, stringValue, usableOptions, type Command } from '../command.js';
 import { decodeJwt } from '../../transport/auth/index.js';
@@ -27,6 +27,18 @@ function agentIssuer(ctx: Parameters<Command['run']>[0], nats: NatsClientConfig)
   return { agentIssuer: { seed, account: claims.issuerAccount } };
 }
 
+/** Where /status listens when --listen is beyond loopback and --status-listen is not given. */
+const STATUS_LISTEN_DEFAULT = '127.0.0.1:9465';
+
+/** /status on a listener of its own when asked for, or when --listen is reachable from elsewhere. */
+function statusListenOption(listen: HubOptions['listen'], flag: string | undefined): Pick<HubOptions, 'statusListen'> {
+  if (flag !== undefined) {
+    const statusListen = parseListen('status-listen', flag);
+    return statusListen.host === listen.host && statusListen.port === listen.port ? {} : { statusListen };
+  }
+  return isLoopbackHost(listen.host) ? {} : { statusListen: parseListen('status-listen', STATUS_LISTEN_DEFAULT) };
+}
+
 export const hubCommand: Command = {
   name: 'hub',
   summary: 'Run the hub: cluster registry, health, planning and route tables over NATS JetStream.',
@@ -39,7 +51,10 @@ export const hubCommand: Command = {
     'identity for its cluster alone. `ctrlmesh nats-auth init` writes all of these.',
     "With --operator-file, a cluster's ShardingConfigs count only for the operators listed with it: no member",
     "cluster can join or take over another's operator by naming it (docs/control-plane.md).",
-    'Serves /healthz, /readyz, /metrics and /status (JSON; see `ctrlmesh status`).',
+    'Serves /healthz, /readyz and /metrics on --listen, and /status (JSON: clusters, API servers, operators; see',
+    '`ctrlmesh status`) on --status-listen: by default on --listen when that is a loopback address, else on',
+    `${STATUS_LISTEN_DEFAULT}, which \`kubectl port-forward\` reaches in a pod. Beyond loopback /status needs`,
+    '--status-token-file, and answers 401 without its bearer token.',
   ].join('\n'),
   options: {
     ...natsOptions,
@@ -52,7 +67,13 @@ export const hubCommand: Command = {
     'signing-key': { type: 'string', valueName: 'FILE', description: 'nkey seed that signs route tables [$CTRLMESH_SIGNING_KEY]' },
     'agent-issuer': { type: 'string', valueName: 'FILE', description: "account signing key seed: mint agents' identities [$CTRLMESH_AGENT_ISSUER]" },
     replicas: { type: 'string', valueName: 'N', description: 'KV replicas of new buckets: 1 on one NATS server, 3 on a cluster (default auto: up to 3, as the cluster allows)' },
-    listen: { type: 'string', valueName: 'HOST:PORT', description: `status API address (default ${HUB_DEFAULTS.listen.host}:${HUB_DEFAULTS.listen.port})` },
+    listen: { type: 'string', valueName: 'HOST:PORT', description: `/healthz /readyz /metrics address (default ${HUB_DEFAULTS.listen.host}:${HUB_DEFAULTS.listen.port})` },
+    'status-listen': {
+      type: 'string',
+      valueName: 'HOST:PORT',
+      description: `/status address (default: --listen when it is a loopback address, else ${STATUS_LISTEN_DEFAULT})`,
+    },
+    'status-token-file': { type: 'string', valueName: 'FILE', description: 'bearer token /status requires (first line); needed when /status listens beyond loopback' },
     identity: { type: 'string', valueName: 'ID', description: 'name of this hub instance (default host name + random suffix)' },
     'lease-ttl': { type: 'string', valueName: 'DURATION', description: `hub leader lease (default ${formatDuration(HUB_DEFAULTS.leaseTtlMs)}; renewed every third of it)` },
     'unknown-after': {
@@ -99,6 +120,9 @@ export const hubCommand: Command = {
     };
     const algorithm = hashAlgorithmValue(ctx);
     const listen = stringValue(ctx, 'listen');
+    const listenAddress = listen ? parseListen('listen', listen) : HUB_DEFAULTS.listen;
+    const statusListen = stringValue(ctx, 'status-listen');
+    const statusTokenFile = stringValue(ctx, 'status-token-file');
     const operatorFile = stringValue(ctx, 'operator-file');
     const nats = requiredNatsConfig(ctx);
     const options = usableOptions(
@@ -114,11 +138,13 @@ export const hubCommand: Command = {
         moveUnitsOfOfflineClusters: ctx.values['move-units-of-offline-clusters'] === true,
         identity: stringValue(ctx, 'identity') ?? `${hostname()}-${randomBytes(3).toString('hex')}`,
         replicas: (stringValue(ctx, 'replicas') ?? 'auto') === 'auto' ? 'auto' : intValue(ctx, 'replicas', 1, field.replicas.anyOf[0]),
-        listen: listen ? parseListen('listen', listen) : HUB_DEFAULTS.listen,
+        listen: listenAddress,
+        ...statusListenOption(listenAddress, statusListen),
+        ...(statusTokenFile === undefined ? {} : { statusToken: readFlagFile('status-token-file', statusTokenFile).split('\n')[0]?.trim() ?? '' }),
       }),
     );
     const hub = await startHub(options, { logger: ctx.logger });
-    ctx.stdout.write(`hub ${hub.identity} serving ${hub.url}\n`);
+    ctx.stdout.write(`hub ${hub.identity} serving ${hub.url}${hub.statusUrl === hub.url ? '' : `, /status on ${hub.statusUrl}`}\n`);
     await untilAborted(ctx.signal);
     await hub.stop({ releaseLease: true });
     return 0;

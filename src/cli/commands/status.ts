@@ -1,6 +1,7 @@
 import type { HubStatus } from '../../hub/index.js';
 import { CtrlmeshError, ErrorCodes } from '../../errors.js';
-import { type Command } from '../command.js';
+import { stringValue, type Command } from '../command.js';
+import { readFlagFile } from './flags.js';
 
 /** Left-aligned columns separated by two spaces, as kubectl prints them. */
 export function renderTable(header: readonly string[], rows: readonly (readonly string[])[]): string {
@@ -49,20 +50,31 @@ export function renderStatus(status: HubStatus): string {
 export const statusCommand: Command = {
   name: 'status',
   summary: "Show the hub's clusters, their health, the shards and what each owns.",
-  usage: '[--hub URL] [--json]',
+  usage: '[--hub URL] [--token-file FILE] [--json]',
+  details: [
+    "The hub's chart serves /status on each pod's 127.0.0.1:9465 unless given a token: reach it with",
+    '`kubectl -n ctrlmesh-system port-forward deploy/<release>-ctrlmesh-hub 9465`, then',
+    '`ctrlmesh status --hub http://127.0.0.1:9465`.',
+  ].join('\n'),
   options: {
     hub: { type: 'string', valueName: 'URL', description: 'hub status API (default http://127.0.0.1:9464)' },
+    'token-file': { type: 'string', valueName: 'FILE', description: "bearer token of the hub's /status (its --status-token-file), first line" },
     json: { type: 'boolean', description: 'print the raw JSON' },
   },
   run: async (ctx) => {
     const base = typeof ctx.values.hub === 'string' ? ctx.values.hub : 'http://127.0.0.1:9464';
+    const tokenFile = stringValue(ctx, 'token-file');
+    const token = tokenFile === undefined ? undefined : readFlagFile('token-file', tokenFile).split('\n')[0]?.trim();
     const unreachable = (reason: string, cause?: unknown): CtrlmeshError =>
       new CtrlmeshError(ErrorCodes.HUB_UNREACHABLE, `cannot read the hub status at ${base}/status: ${reason} (is the hub running? see --hub)`, {
         cause,
       });
     let status: HubStatus;
     try {
-      const res = await fetch(new URL('/status', base), { signal: AbortSignal.timeout(5_000) });
+      const res = await fetch(new URL('/status', base), { signal: AbortSignal.timeout(5_000), ...(token ? { headers: { authorization: `Bearer ${token}` } } : {}) });
+      if (res.status === 401) {
+        throw new CtrlmeshError(ErrorCodes.HUB_UNREACHABLE, `the hub at ${base}/status wants a bearer token: ${token ? 'the one in --token-file is not it' : 'give --token-file'}`);
+      }
       if (!res.ok) throw unreachable(`HTTP ${res.status}`);
       status = (await res.json()) as HubStatus;
     } catch (err) {

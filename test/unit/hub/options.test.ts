@@ -20,6 +20,24 @@ describe("the hub's options", () => {
     expect(Object.isFrozen(valid.tokens)).toBe(false);
   });
 
+  it('serve /status on a loopback address, or beyond it only behind a token', () => {
+    const problems = (options: Partial<HubOptions>): string[] => {
+      const result = parseHubOptions({ ...valid, ...options });
+      return result.ok ? [] : [...result.problems];
+    };
+    expect(problems({ listen: { host: '127.0.0.1', port: 9464 } })).toEqual([]);
+    expect(problems({ listen: { host: '0.0.0.0', port: 9464 }, statusListen: { host: '127.0.0.1', port: 9465 } })).toEqual([]);
+    expect(problems({ listen: { host: '0.0.0.0', port: 9464 }, statusListen: { host: '::1', port: 9465 } })).toEqual([]);
+    expect(problems({ listen: { host: '0.0.0.0', port: 9464 } })).toEqual([
+      '/status would be served on 0.0.0.0:9464 to anyone who reaches it: give status-listen (e.g. 127.0.0.1:9465), or a status token file',
+    ]);
+    expect(problems({ statusListen: { host: '10.0.0.7', port: 9465 } })).toEqual([
+      '/status would be served on 10.0.0.7:9465 to anyone who reaches it: give status-listen a loopback address, or a status token file',
+    ]);
+    expect(problems({ listen: { host: '0.0.0.0', port: 9464 }, statusToken: 'a'.repeat(32) })).toEqual([]);
+    expect(problems({ statusToken: 'short' })).toEqual([expect.stringMatching(/^statusToken: /u)]);
+  });
+
   it('take the fleet\'s hash settings (--hash-algorithm), and refuse a label key that is none', () => {
     const result = parseHubOptions({ ...valid, hash: { algorithm: 'kusionstack' } });
     expect(result.ok && result.options.hash).toEqual({ algorithm: 'kusionstack' });
