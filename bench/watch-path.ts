@@ -128,7 +128,7 @@ async function judgeListOnce(body: Buffer[], expected: string | undefined, v: Cl
   const start = cpuNs();
   // As the handler asks: the judge's admission and the label keys it reads (so a filtered list is scanned, not parsed).
   const judge = v.eventJudge('', 'configmaps');
-  const answer = await judgeList(Readable.from(body), { expected, admit: judge.admits, labelKeys: judge.labelKeys, onFiltered: () => undefined });
+  const answer = await judgeList(Readable.from(body), { expected, admit: judge.admits, labelKeys: judge.labelKeys, onFiltered: () => undefined, sealContinue: (token) => token });
   let out = 0;
   if (typeof answer === 'string' || Buffer.isBuffer(answer)) out = answer.length;
   else for await (const chunk of answer) out += (chunk as Buffer).length;

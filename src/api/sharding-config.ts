@@ -129,6 +129,17 @@ export const ShardingConfigSpecSchema = Type.Object(
           'Reads of one object are judged from the answer and writes after a read of the object (docs/shard-selectors.md).',
       }),
     ),
+    unshardedWrites: Type.Optional(
+      Type.Array(ResourceGroupSchema, {
+        description:
+          'ControllerMesh extension: resources whose objects belong to no bucket that this operator\'s shards may still ' +
+          'write through the proxy: cluster-scoped built-in resources (ClusterRoles and ClusterRoleBindings, webhook and ' +
+          'API service registrations, CustomResourceDefinitions, nodes, persistent volumes, certificate signing requests, ' +
+          'storage and priority classes, ...) and token minting (resource `serviceaccounts/token`). Without it every shard ' +
+          'is refused such writes, since each can grant access to every bucket; naming one lets every shard of the operator ' +
+          'write it (docs/proxy.md, "Cluster-scoped objects").',
+      }),
+    ),
     objectLabels: Type.Optional(
       Type.Union(
         OBJECT_LABELS.map((v) => Type.Literal(v)),
@@ -204,6 +215,8 @@ export interface ShardingConfigModel {
   objectLabels: ObjectLabels;
   /** Resources sharded by object uid rather than by namespace (`spec.objectSharding`). */
   objectSharding: ResourceGroup[];
+  /** Unsharded resources the shards may write (`spec.unshardedWrites`). */
+  unshardedWrites: ResourceGroup[];
 }
 
 function normalizeLimit(limit: LimitInput): ShardLimit {
@@ -277,6 +290,7 @@ export function normalizeShardingConfig(meta: { name: string; namespace?: string
     limits: (spec.limits ?? []).map(normalizeLimit),
     objectLabels: spec.objectLabels ?? 'Auto',
     objectSharding: spec.objectSharding ?? [],
+    unshardedWrites: spec.unshardedWrites ?? [],
   };
   if (spec.controller) {
     model.controller = { leaderElectionName: spec.controller.leaderElectionName, multicluster: spec.controller.multicluster ?? false };

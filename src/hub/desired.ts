@@ -90,6 +90,7 @@ export function desiredPlan(input: DesiredInput): FleetPlan {
    */
   const objectLabels = new Map<string, ObjectLabels>();
   const objectSharding = new Map<string, ResourceGroup[]>();
+  const unshardedWrites = new Map<string, ResourceGroup[]>();
   const frozen = new Set<string>();
   const weights: { cluster: string; namespace: string; objects: number }[] = [];
   /** The valid rules of each cluster by namespace, validated once per plan. */
@@ -147,6 +148,7 @@ export function desiredPlan(input: DesiredInput): FleetPlan {
       if (meaning.webhook && !webhooks.has(op.name)) webhooks.set(op.name, meaning.webhook.port);
       if (!objectLabels.has(op.name)) objectLabels.set(op.name, meaning.objectLabels);
       if (!objectSharding.has(op.name)) objectSharding.set(op.name, meaning.objectSharding);
+      if (!unshardedWrites.has(op.name)) unshardedWrites.set(op.name, meaning.unshardedWrites);
       for (const shard of meaning.shards) extras.set(`${meaning.operator}\u0000${shard.name}`, shard);
     }
     const perNamespace = new Map<string, number>();
@@ -217,6 +219,7 @@ export function desiredPlan(input: DesiredInput): FleetPlan {
       shards: shardPlans,
       objectLabels: objectLabels.get(operator) ?? 'Auto',
       ...(objectSharding.get(operator)?.length ? { objectSharding: objectSharding.get(operator) } : {}),
+      ...(unshardedWrites.get(operator)?.length ? { unshardedWrites: unshardedWrites.get(operator) } : {}),
       // Only when there are some, so plans (and tables) of clusters without shard selectors stay as they were.
       ...(shardSelectorClusters.length ? { shardSelectorClusters } : {}),
       ...(webhookPort === undefined

@@ -33,6 +33,8 @@ export interface OperatorPlan {
   shardSelectorClusters?: string[];
   /** Its ShardingConfig's `spec.objectSharding` (absent: none). */
   objectSharding?: ResourceGroup[];
+  /** Its ShardingConfig's `spec.unshardedWrites` (absent: none). */
+  unshardedWrites?: ResourceGroup[];
 }
 
 /** The result of planning: operators whose configs are valid, and those kept as they were (invalid input). */

@@ -57,6 +57,7 @@ export function buildRouteTable(options: BuildRouteTableOptions): RouteTable {
         // Absent for labels, so a labelled cluster's route is byte for byte what it was before selections existed.
         ...(selection === 'labels' ? {} : { selection }),
         ...(plan.objectSharding ? { objectSharding: plan.objectSharding } : {}),
+        ...(plan.unshardedWrites ? { unshardedWrites: plan.unshardedWrites } : {}),
         limits: shard?.limits ?? [],
       },
     ];

@@ -116,15 +116,24 @@ function objectOf(body: Buffer): { unknown: Buffer; raw: Field } {
   return { unknown, raw };
 }
 
+/**
+ * The text of the string field at `path` inside the envelope's object (field numbers, outermost first), undefined
+ * when any field on the way is absent; throws ProtobufBodyError for a body it cannot read with certainty.
+ */
+export function protobufString(body: Buffer, path: readonly number[]): string | undefined {
+  const { unknown, raw } = objectOf(body);
+  let message = unknown.subarray(raw.valueStart, raw.end);
+  for (const [i, number] of path.entries()) {
+    const field = onlyField(message, number, `field ${path.slice(0, i + 1).join('.')} of the object`);
+    if (field === undefined) return undefined;
+    message = message.subarray(field.valueStart, field.end);
+  }
+  return message.toString('utf8');
+}
+
 /** An object's `metadata.name` (undefined when it has none); throws ProtobufBodyError for a body it cannot read with certainty. */
 export function protobufObjectName(body: Buffer): string | undefined {
-  const { unknown, raw } = objectOf(body);
-  const object = unknown.subarray(raw.valueStart, raw.end);
-  const metadata = onlyField(object, METADATA, 'metadata');
-  if (metadata === undefined) return undefined;
-  const meta = object.subarray(metadata.valueStart, metadata.end);
-  const name = onlyField(meta, NAME, 'metadata.name');
-  return name === undefined ? undefined : meta.subarray(name.valueStart, name.end).toString('utf8');
+  return protobufString(body, [METADATA, NAME]);
 }
 
 /** The body with the object's `metadata.name` set to `name` (it must have one); every other byte as it was. */

@@ -2,6 +2,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import { checkOptions, ListenAddressSchema, Millis, type ListenAddress, type OptionsResult } from '../api/index.js';
 import { PROXY_API_PORT, PROXY_OPS_PORT, PROXY_WEBHOOK_PORT } from '../transport/proxy-command.js';
 import { DEFAULT_MAX_BODY_BYTES } from './request/parse/index.js';
+import { DEFAULT_MESH_SECRET } from './routes/mesh-objects.js';
 
 const strict = { additionalProperties: false } as const;
 
@@ -86,8 +87,7 @@ export const PROXY_DEFAULTS = {
   requests: { maxBodyBytes: DEFAULT_MAX_BODY_BYTES, allowImpersonation: false, readTimeoutMs: 60_000 },
   /** Covers clock-rate differences between proxy and hub over one lease, with the hub's own grant margin. */
   lease: { marginMs: 2_000 },
-  /** The agent's default `proxy.secretName`. */
-  meshSecret: 'ctrlmesh-proxy',
+  meshSecret: DEFAULT_MESH_SECRET,
 } as const satisfies ProxyConfig;
 
 /** The webhook's defaults: the listener every pod's proxy has, and a timeout under the API server's 10 s default. */

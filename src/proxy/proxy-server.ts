@@ -120,6 +120,7 @@ async function serve(deps: ProxyDeps, registry: Registry, currentRules: () => Ru
     logger,
     now: deps.now,
     leaseMarginMs: deps.config.lease.marginMs,
+    meshSecret: config.meshSecret,
     onInstalled: (table) => {
       // The table's cluster rules are in force before it is acknowledged.
       deps.rules?.tableInstalled?.(table);

@@ -44,6 +44,7 @@ function child(root: ShardingConfigModel, of: { name: string; ordinals: number[]
     limits: of.limits,
     objectLabels: root.objectLabels,
     objectSharding: root.objectSharding,
+    unshardedWrites: root.unshardedWrites,
   };
   if (root.controller) config.controller = { ...root.controller };
   if (root.webhook) config.webhook = { ...root.webhook };

@@ -46,6 +46,8 @@ export interface ConfigShards {
   objectLabels: ObjectLabels;
   /** `spec.objectSharding`: resources whose objects belong to the bucket of their uid. */
   objectSharding: ResourceGroup[];
+  /** `spec.unshardedWrites`: resources of no bucket the shards may write. */
+  unshardedWrites: ResourceGroup[];
 }
 
 /**
@@ -95,6 +97,7 @@ export function shardsOfConfig(config: ShardingConfigModel, home: ConfigHome): C
     shards: [],
     objectLabels: config.objectLabels,
     objectSharding: config.objectSharding,
+    unshardedWrites: config.unshardedWrites,
   };
   if (config.webhook) meaning.webhook = { ...config.webhook };
   const root = config.root;

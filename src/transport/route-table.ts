@@ -33,6 +33,11 @@ export const ClusterRouteSchema = Type.Object(
      * `spec.objectSharding`); absent = none.
      */
     objectSharding: Type.Optional(Type.Array(ResourceGroupSchema)),
+    /**
+     * Resources of no bucket the shard may write anyway (the config's `spec.unshardedWrites`: cluster-scoped built-ins,
+     * `serviceaccounts/token`); absent = none, every such write refused.
+     */
+    unshardedWrites: Type.Optional(Type.Array(ResourceGroupSchema)),
     /** The ShardingConfig's own limits (ANDed with the bucket selector) for the resources they name. */
     limits: Type.Array(
       Type.Object(

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { UnreadableBodyError } from '../../errors.js';
 import { isProtobufBody, ProtobufBodyError, protobufObjectName, PROTOBUF_TYPE, withProtobufObjectName } from '../../kube/protobuf.js';
 import { encodeSegment, type ResourceRequest } from '../request/parse/index.js';
-import type { HiddenLocks, ObjectMetadata } from './shard-view.js';
+import type { ObjectMetadata } from './shard-view.js';
 
 /** The resources client-go's leader election uses as locks: Lease, ConfigMap, Endpoints. */
 const LOCK_RESOURCES = new Set(['coordination.k8s.io/leases', '/configmaps', '/endpoints']);
@@ -55,7 +55,7 @@ export type LockConcern =
  * object the API server answers with. A Status answer is passed on as it is, naming the lock the API server saw.
  * Only there: the same name in any other namespace is an ordinary object, judged by its bucket.
  */
-export class LockRenamer implements HiddenLocks {
+export class LockRenamer {
   readonly original: string;
   readonly renamed: string;
   readonly namespace: string;
@@ -82,13 +82,14 @@ export class LockRenamer implements HiddenLocks {
   }
 
   /**
-   * Leases only: client-go's ConfigMap and Endpoints locks are gone since v0.24, and judging every ConfigMap list
+   * Whether lists and watches of this resource may carry a renamed lock. Leases only: client-go's ConfigMap and Endpoints locks are gone since v0.24, and judging every ConfigMap list
    * by name would cost every operator that lists ConfigMaps the server's echo and gzip pass-through.
    */
   locksIn(group: string, resource: string): boolean {
     return group === 'coordination.k8s.io' && resource === 'leases';
   }
 
+  /** Whether an object is a shard's renamed lock, this shard's own included. */
   hides(object: ObjectMetadata): boolean {
     return object.namespace === this.namespace && typeof object.name === 'string' && this.anyShardLock.test(object.name);
   }

@@ -1,7 +1,9 @@
 import type { Logger } from 'pino';
 import type { ProxyMetrics } from '../../metrics/index.js';
 import type { AckRule, RouteTable } from '../../transport/index.js';
+import { randomBytes } from 'node:crypto';
 import type { ClusterLinks } from '../upstream/index.js';
+import { ContinueTokens } from './continue-tokens.js';
 import { leaseExpired } from './fencing.js';
 import { InflightWrites } from './inflight-writes.js';
 import type { RouteSource } from './route-source.js';
@@ -24,6 +26,8 @@ export interface RouteControllerOptions {
   tickMs?: number;
   /** The proxy fences itself this long before its lease ends (clock-rate safety; the hub adds its own margin). */
   leaseMarginMs?: number;
+  /** The operator namespace's credential Secrets (`--mesh-secret`): every table's MeshObjects hide them. */
+  meshSecret?: string;
   /** Told of every table installed (stored, live, fenced or not), e.g. to keep the operator's kubeconfig. */
   onInstalled?: (table: RouteTable) => void;
   /** The cluster rules of a table in force on this proxy, named in its acknowledgement (default none). */
@@ -51,6 +55,7 @@ export class RouteController {
   private acknowledged = 0;
   private timer: NodeJS.Timeout | undefined;
   private readonly options: RouteControllerOptions;
+  private readonly continueTokens = new ContinueTokens({ key: randomBytes(32), randomBytes });
 
   constructor(options: RouteControllerOptions) {
     this.options = options;
@@ -237,7 +242,7 @@ export class RouteController {
 
   private install(table: RouteTable, why: string, fenced = this.leaseOver(table)): void {
     const { links, metrics, logger, now } = this.options;
-    const state = new RouteState({ table, fenced, leasePending: !this.extendedLive, link: (route) => links.link(route) });
+    const state = new RouteState({ table, fenced, leasePending: !this.extendedLive, meshSecret: this.options.meshSecret, continueTokens: this.continueTokens, link: (route) => links.link(route) });
     this.state = state;
     this.openWatches.reconcile(state, this.countEnded);
     this.openSessions.reconcile(state, this.logSessionEnded);

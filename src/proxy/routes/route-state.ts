@@ -1,6 +1,8 @@
 import type { RouteTable } from '../../transport/index.js';
 import type { ClusterLink } from '../upstream/index.js';
+import type { ContinueTokens } from './continue-tokens.js';
 import { LockRenamer } from './leader-election.js';
+import { DEFAULT_MESH_SECRET, MeshObjects } from './mesh-objects.js';
 import { ClusterShardView } from './shard-view.js';
 
 export interface ClusterEntry extends ClusterLink {
@@ -25,12 +27,19 @@ export class RouteState {
   readonly clusters: ReadonlyMap<string, ClusterEntry>;
   readonly home: ClusterEntry | undefined;
   readonly renamer: LockRenamer | undefined;
+  /** What belongs to the mesh, not to any shard: the operator namespace's credentials, pods and grants. */
+  readonly mesh: MeshObjects;
+  /** Seals the `continue` tokens of lists the proxy filtered (one key per process, whatever the table). */
+  readonly continueTokens: ContinueTokens;
 
   constructor(options: {
     table: RouteTable;
     fenced: boolean;
     /** No lease extension has reached this process yet (only meaningful when fenced). */
     leasePending?: boolean;
+    /** The name of the operator namespace's credential Secrets (`--mesh-secret`; default DEFAULT_MESH_SECRET). */
+    meshSecret?: string;
+    continueTokens: ContinueTokens;
     link: (route: RouteTable['clusters'][number]) => ClusterLink;
   }) {
     const { table, fenced, link } = options;
@@ -46,8 +55,10 @@ export class RouteState {
     this.renamer = table.leaderElectionName
       ? new LockRenamer({ leaderElectionName: table.leaderElectionName, shard: table.shard, namespace: operatorNamespace })
       : undefined;
+    this.continueTokens = options.continueTokens;
+    this.mesh = new MeshObjects({ namespace: operatorNamespace, meshSecret: options.meshSecret ?? DEFAULT_MESH_SECRET, locks: this.renamer });
     this.clusters = new Map(
-      table.clusters.map((route) => [route.name, { ...link(route), view: new ClusterShardView({ table, route, fenced, locks: this.renamer }) }]),
+      table.clusters.map((route) => [route.name, { ...link(route), view: new ClusterShardView({ table, route, fenced, hidden: this.mesh }) }]),
     );
     this.home = this.clusters.get(table.homeCluster);
   }

@@ -40,11 +40,14 @@ export interface ResourceSelection {
   readonly key: string;
 }
 
-/** The shard's leader-election locks as lists and watches must not show them (the LockRenamer of the table). */
-export interface HiddenLocks {
-  /** Whether lists and watches of this resource may carry a renamed lock. */
-  locksIn(group: string, resource: string): boolean;
-  /** Whether an object is a shard's renamed lock, this shard's own included. */
+/**
+ * Objects no list or watch shows, told by name (the MeshObjects of the table): every shard's renamed leader-election
+ * lock and the mesh's credential Secrets.
+ */
+export interface HiddenObjects {
+  /** Whether lists and watches of this resource may carry a hidden object. */
+  hiddenIn(group: string, resource: string): boolean;
+  /** Whether an object is hidden (a shard's renamed lock, this shard's own included; a mesh Secret). */
   hides(object: ObjectMetadata): boolean;
 }
 
@@ -133,17 +136,18 @@ export class ClusterShardView {
   private readonly nothing: Requirements;
   private readonly limits: CompiledLimit[];
   private readonly byObject: ResourceSet | undefined;
+  private readonly unsharded: ResourceSet | undefined;
   private readonly owners: ReadonlyMap<number, string>;
   private readonly selections = new Map<string, ResourceSelection>();
   private readonly judges = new Map<string, EventJudge>();
   private readonly carried = new Map<string, CarriedUnits>();
   private readonly namespaceBuckets = new Map<string, number>();
-  private readonly locks: HiddenLocks | undefined;
+  private readonly hiddenObjects: HiddenObjects | undefined;
 
-  constructor(options: { table: RouteTable; route: ClusterRoute; fenced: boolean; locks?: HiddenLocks | undefined }) {
+  constructor(options: { table: RouteTable; route: ClusterRoute; fenced: boolean; hidden?: HiddenObjects | undefined }) {
     const { table, route, fenced } = options;
     this.name = route.name;
-    this.locks = options.locks;
+    this.hiddenObjects = options.hidden;
     this.settings = createHashSettings({ algorithm: table.hashAlgorithm, bucketCount: table.bucketCount, labels: table.labels });
     this.owned = new Set(fenced ? [] : route.buckets);
     // Ranges need buckets that are hash ranges: a table naming shard selectors with another hash is filtered here.
@@ -154,6 +158,7 @@ export class ClusterShardView {
     this.nothing = ownedSelector({ buckets: [], settings: this.settings }).requirements;
     this.limits = route.limits.map((limit) => ({ ...resourceSet(limit.relateResources), requirements: compileSelector(limit.selector) }));
     this.byObject = route.objectSharding && route.objectSharding.length > 0 ? resourceSet(route.objectSharding) : undefined;
+    this.unsharded = route.unshardedWrites && route.unshardedWrites.length > 0 ? resourceSet(route.unshardedWrites) : undefined;
     this.owners = new Map(Object.entries(route.bucketOwners ?? {}).map(([bucket, shard]) => [Number(bucket), shard]));
   }
 
@@ -190,11 +195,11 @@ export class ClusterShardView {
       const limits = this.limitsFor(group, resource);
       const keys = new Set(limits.flatMap((limit) => limit.requirements.map((r) => r.key)));
       if (this.selection === 'labels' && !byObject) keys.add(this.settings.labels.hash);
-      // Other shards' locks are told by name: every list and watch of their resources is read and judged.
-      const hidesLocks = this.locks?.locksIn(group, resource) === true;
+      // Other shards' locks and the mesh's Secrets are told by name: every list and watch of their resources is read and judged.
+      const hides = this.hiddenObjects?.hiddenIn(group, resource) === true;
       return {
-        mustJudge: selection.shardSelector !== undefined || selection.filterLists || hidesLocks,
-        echoSuffices: !hidesLocks,
+        mustJudge: selection.shardSelector !== undefined || selection.filterLists || hides,
+        echoSuffices: !hides,
         labelKeys: [...keys].sort(),
         admits: (object: ObjectMetadata) => this.judgeObject(group, resource, byObject, limits, object),
         owns: (object: ObjectMetadata) => this.ownsUnitOf(group, resource, byObject, object),
@@ -258,6 +263,14 @@ export class ClusterShardView {
     return fnvBucket(uid, this.settings.bucketCount);
   }
 
+  /**
+   * Whether the ShardingConfig lets its shards write this resource though its objects belong to no bucket
+   * (`spec.unshardedWrites`): a subresource only where it is named as `resource/subresource`.
+   */
+  mayWriteUnsharded(group: string, resource: string, subresource?: string): boolean {
+    return this.unsharded !== undefined && names(this.unsharded, group, subresource === undefined ? resource : `${resource}/${subresource}`);
+  }
+
   /** True if some limit names this resource (then even a cluster-scoped resource is sharded). */
   limited(group: string, resource: string): boolean {
     return this.limitsFor(group, resource).length > 0;
@@ -296,9 +309,9 @@ export class ClusterShardView {
     return this.ownsNamespace(namespaceOf(group, resource, object));
   }
 
-  /** A shard's renamed lock: no list or watch shows it (proxy.md, "Leader election"). */
+  /** A shard's renamed lock or a mesh Secret: no list or watch shows it (proxy.md, "The operator's namespace"). */
   private hidden(group: string, resource: string, object: ObjectMetadata): boolean {
-    return this.locks !== undefined && this.locks.locksIn(group, resource) && this.locks.hides(object);
+    return this.hiddenObjects !== undefined && this.hiddenObjects.hiddenIn(group, resource) && this.hiddenObjects.hides(object);
   }
 
   private judgeObject(group: string, resource: string, byObject: boolean, limits: readonly CompiledLimit[], object: ObjectMetadata): boolean {

@@ -14,6 +14,7 @@ const config = (name: string, resource: string, objectLabels: ObjectLabels): Sha
   limits: [{ relateResources: [{ apiGroups: [''], resources: [resource] }], selector: {} }],
   objectLabels,
   objectSharding: [],
+  unshardedWrites: [],
 });
 
 describe('labelScope', () => {

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { isRefused, judgeBody, judgeRequest, type Judgement, type RequestHead, type Way } from '../../../src/proxy/request/judgement/judge.js';
 import { RouteState } from '../../../src/proxy/routes/route-state.js';
 import type { ClusterLink } from '../../../src/proxy/upstream/index.js';
-import { clusterFixture, routeTableFixture } from './route-table-fixture.js';
+import { clusterFixture, routeTableFixture, continueTokensFixture } from './route-table-fixture.js';
 
 // KusionStack hash vectors: ns-a -> 15, ns-b -> 16.
 const OWNED = 'ns-a';
@@ -11,9 +11,10 @@ const link = (): ClusterLink => ({}) as ClusterLink;
 const served = new RouteState({
   table: routeTableFixture({ operator: 'op/demo', leaderElectionName: 'demo-leader', clusters: [clusterFixture('a', [15], { bucketOwners: { '16': 's2' } }), clusterFixture('b', [])] }),
   fenced: false,
+  continueTokens: continueTokensFixture,
   link,
 });
-const fenced = new RouteState({ table: served.table, fenced: true, link });
+const fenced = new RouteState({ table: served.table, fenced: true, continueTokens: continueTokensFixture, link });
 
 /** What a judgement comes to, in the terms a client sees: the Status it gets, or what is sent. */
 function outcome(judged: Judgement): string {

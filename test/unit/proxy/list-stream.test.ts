@@ -1,3 +1,4 @@
+import { markContinue } from './route-table-fixture.js';
 import { PassThrough, Readable } from 'node:stream';
 import { setImmediate as tick } from 'node:timers/promises';
 import fc from 'fast-check';
@@ -32,7 +33,7 @@ describe('judgeList streams a confirmed list on as the upstream stream itself', 
           source.end();
         })();
         let filtered = 0;
-        const answer = await judgeList(source, { expected: SELECTOR, admit: (m) => m.namespace === 'mine', onFiltered: () => filtered++ });
+        const answer = await judgeList(source, { expected: SELECTOR, admit: (m) => m.namespace === 'mine', onFiltered: () => filtered++, sealContinue: markContinue });
         const out = await drain(answer);
         await writing;
         if (echo) {
@@ -50,7 +51,7 @@ describe('judgeList streams a confirmed list on as the upstream stream itself', 
   it('hands on the stream it was given, so piping it costs no step per chunk', async () => {
     const text = list(2000, true);
     const source = Readable.from([Buffer.from(text.slice(0, 100)), Buffer.from(text.slice(100, 200_000)), Buffer.from(text.slice(200_000))]);
-    const answer = await judgeList(source, { expected: SELECTOR, admit: () => true, onFiltered: () => undefined });
+    const answer = await judgeList(source, { expected: SELECTOR, admit: () => true, onFiltered: () => undefined, sealContinue: markContinue });
     expect(answer).toBe(source);
     expect(await drain(answer)).toBe(text);
   });
@@ -59,7 +60,7 @@ describe('judgeList streams a confirmed list on as the upstream stream itself', 
     const source = new PassThrough();
     source.write('{"kind":"ConfigMapList","metadata":{},"items":[{"metadata"');
     setTimeout(() => source.destroy(), 5);
-    await expect(judgeList(source, { expected: SELECTOR, admit: () => true, onFiltered: () => undefined })).rejects.toThrow(/ended before its end/);
+    await expect(judgeList(source, { expected: SELECTOR, admit: () => true, onFiltered: () => undefined, sealContinue: markContinue })).rejects.toThrow(/ended before its end/);
   });
 });
 
@@ -89,8 +90,8 @@ describe('filterListBytes', () => {
             ? { kind: 'ConfigMapList', metadata, items }
             : { kind: 'ConfigMapList', items, metadata };
         const text = JSON.stringify(list, null, l.indent);
-        const expected = JSON.parse(filterListBody(text, admit)) as unknown;
-        const got = filterListBytes(Buffer.from(text), admit, ['tier']).toString();
+        const expected = JSON.parse(filterListBody(text, admit, markContinue)) as unknown;
+        const got = filterListBytes(Buffer.from(text), admit, ['tier'], markContinue).toString();
         expect(JSON.parse(got)).toEqual(expected);
         if (!l.table && l.indent === undefined) expect(got).toBe(JSON.stringify(expected));
       }),
@@ -100,7 +101,7 @@ describe('filterListBytes', () => {
 
   it('refuses what filterListBody refuses', () => {
     for (const bad of ['not json', '[]', '{"kind":"List"}', '{"items":{}}', '{"items":[null]}x']) {
-      expect(() => filterListBytes(Buffer.from(bad), admit, ['tier'])).toThrow(UnjudgedListError);
+      expect(() => filterListBytes(Buffer.from(bad), admit, ['tier'], markContinue)).toThrow(UnjudgedListError);
     }
   });
 });

@@ -1,3 +1,5 @@
+import { randomBytes } from 'node:crypto';
+import { ContinueTokens } from '../../../src/proxy/routes/continue-tokens.js';
 import type { ClusterRoute, RouteTable } from '../../../src/transport/index.js';
 
 /** Shaped like a PEM certificate: the proxy refuses a cluster without one (unit tests never dial it). */
@@ -24,3 +26,9 @@ export function routeTableFixture(overrides: Partial<RouteTable> = {}): RouteTab
 export function clusterFixture(name: string, buckets: number[], overrides: Partial<ClusterRoute> = {}): ClusterRoute {
   return { name, server: `https://${name}.example:6443`, caPem: FAKE_CA_PEM, buckets, limits: [], ...overrides };
 }
+
+/** A continue-token sealer with a fixed key: unit tests of route states and lists. */
+export const continueTokensFixture = new ContinueTokens({ key: Buffer.alloc(32, 7), randomBytes });
+
+/** A sealer that marks what it seals, for list-filter tests. */
+export const markContinue = (token: string): string => `sealed(${token})`;

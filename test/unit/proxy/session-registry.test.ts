@@ -7,11 +7,11 @@ import { SessionRegistry, type OpenSession } from '../../../src/proxy/routes/ses
 import type { EndReason } from '../../../src/proxy/routes/open-streams.js';
 import { bucketOf } from '../../../src/sharding/index.js';
 import type { ClusterRoute } from '../../../src/transport/index.js';
-import { clusterFixture, routeTableFixture } from './route-table-fixture.js';
+import { clusterFixture, routeTableFixture, continueTokensFixture } from './route-table-fixture.js';
 
 const link = (): ClusterLink => ({}) as ClusterLink;
 const state = (clusters: ClusterRoute[], fenced = false): RouteState =>
-  new RouteState({ table: routeTableFixture({ clusters: [clusterFixture('a', []), ...clusters] }), fenced, link });
+  new RouteState({ table: routeTableFixture({ clusters: [clusterFixture('a', []), ...clusters] }), fenced, continueTokens: continueTokensFixture, link });
 
 describe('SessionRegistry', () => {
   it('ends a session only when its own namespace is no longer the shard\'s: revoked, fenced, or its cluster removed', () => {

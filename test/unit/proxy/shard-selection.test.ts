@@ -6,7 +6,7 @@ import { ClusterShardView } from '../../../src/proxy/index.js';
 import { echoedSelector, filterListBody, judgeList } from '../../../src/proxy/request/answer/list-filter.js';
 import { bucketOf, createHashSettings, matches, namespaceHash, parseSelector } from '../../../src/sharding/index.js';
 import type { ClusterRoute } from '../../../src/transport/index.js';
-import { clusterFixture, routeTableFixture } from './route-table-fixture.js';
+import { clusterFixture, routeTableFixture, markContinue } from './route-table-fixture.js';
 import { drain } from './drain.js';
 
 const BUCKETS = 32;
@@ -120,7 +120,7 @@ describe('list answers where nothing is labelled', () => {
     for (const size of [1, 7, 64, 100_000]) {
       const text = list(SELECTOR, [{ namespace: 'mine' }, { namespace: 'mine' }]);
       let filtered = 0;
-      const out = await judgeList(inPieces(text, size), { expected: SELECTOR, admit, onFiltered: () => filtered++ });
+      const out = await judgeList(inPieces(text, size), { expected: SELECTOR, admit, onFiltered: () => filtered++, sealContinue: markContinue });
       expect(await drain(out)).toBe(text);
       expect(filtered).toBe(0);
     }
@@ -130,7 +130,7 @@ describe('list answers where nothing is labelled', () => {
     const forged = JSON.stringify({ kind: 'List', metadata: {}, items: [{ metadata: { namespace: 'theirs', shardInfo: { selector: SELECTOR } } }, { metadata: { namespace: 'mine' } }] });
     for (const text of [list(undefined, [{ namespace: 'mine' }, { namespace: 'theirs' }]), list(`${SELECTOR} || x`, [{ namespace: 'theirs' }, { namespace: 'mine' }]), forged]) {
       const unconfirmed: boolean[] = [];
-      const out = JSON.parse(await drain(await judgeList(inPieces(text, 5), { expected: SELECTOR, admit, onFiltered: (u) => unconfirmed.push(u) }))) as {
+      const out = JSON.parse(await drain(await judgeList(inPieces(text, 5), { expected: SELECTOR, admit, onFiltered: (u) => unconfirmed.push(u), sealContinue: markContinue }))) as {
         items: { metadata: { namespace: string } }[];
         metadata: Record<string, unknown>;
       };
@@ -148,10 +148,10 @@ describe('list answers where nothing is labelled', () => {
 
   it('filter Table rows, and refuse what is not a JSON list', () => {
     const table = JSON.stringify({ kind: 'Table', rows: [{ object: { metadata: { namespace: 'theirs' } } }, { object: { metadata: { namespace: 'mine' } } }] });
-    expect((JSON.parse(filterListBody(table, admit)) as { rows: unknown[] }).rows).toHaveLength(1);
-    expect(() => filterListBody('\u0000protobuf', admit)).toThrow(UnjudgedListError);
-    expect(() => filterListBody('{"kind":"Status"}', admit)).toThrow(UnjudgedListError);
-    expect(() => filterListBody('null', admit)).toThrow(UnjudgedListError);
+    expect((JSON.parse(filterListBody(table, admit, markContinue)) as { rows: unknown[] }).rows).toHaveLength(1);
+    expect(() => filterListBody('\u0000protobuf', admit, markContinue)).toThrow(UnjudgedListError);
+    expect(() => filterListBody('{"kind":"Status"}', admit, markContinue)).toThrow(UnjudgedListError);
+    expect(() => filterListBody('null', admit, markContinue)).toThrow(UnjudgedListError);
   });
 });
 

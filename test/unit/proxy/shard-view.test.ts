@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { ClusterShardView, LockRenamer, shardLockName } from '../../../src/proxy/index.js';
+import { ClusterShardView, LockRenamer, MeshObjects, shardLockName } from '../../../src/proxy/index.js';
 import { SelectorSyntaxError } from '../../../src/errors.js';
 import { bucketOf, createHashSettings, matches, parseSelector } from '../../../src/sharding/index.js';
 import type { ClusterRoute, RouteTable } from '../../../src/transport/index.js';
@@ -161,7 +161,7 @@ describe('ClusterShardView', () => {
 describe('ClusterShardView with the shard\'s locks', () => {
   const table = routeTableFixture({ hashAlgorithm: 'fnv', bucketCount: BUCKETS, clusters: [clusterFixture('a', Array.from({ length: BUCKETS }, (_, b) => b))] });
   const locks = new LockRenamer({ leaderElectionName: 'leader', shard: 'a/op-1-normal', namespace: 'op' });
-  const view = new ClusterShardView({ table, route: table.clusters[0]!, fenced: false, locks });
+  const view = new ClusterShardView({ table, route: table.clusters[0]!, fenced: false, hidden: new MeshObjects({ namespace: 'op', meshSecret: 'ctrlmesh-proxy', locks }) });
   const labelled = (namespace: string, name: string) => ({ namespace, name, labels: { [HASH]: String(bucketOf(namespace, createHashSettings({ algorithm: 'fnv', bucketCount: BUCKETS, labels: table.labels }))) } });
 
   it('reads every list and watch of Leases, and shows no shard\'s renamed lock, its own included', () => {
@@ -179,7 +179,13 @@ describe('ClusterShardView with the shard\'s locks', () => {
       expect(judge.admits(labelled('work', shardLockName('leader', 'a/op-2-normal')))).toBe(true);
     }
     // Other resources, ConfigMaps included (client-go's old locks), are judged as before: on a labelled cluster, their
-    // lists pass unread.
-    for (const resource of ['configmaps', 'endpoints', 'secrets']) expect(view.eventJudge('', resource)).toMatchObject({ mustJudge: false, echoSuffices: true });
+    // lists pass unread. Secrets are read: the mesh's credential Secrets are hidden by name.
+    for (const resource of ['configmaps', 'endpoints']) expect(view.eventJudge('', resource)).toMatchObject({ mustJudge: false, echoSuffices: true });
+    const secrets = view.eventJudge('', 'secrets');
+    expect(secrets).toMatchObject({ mustJudge: true, echoSuffices: false });
+    expect(secrets.admits(labelled('op', 'ctrlmesh-proxy'))).toBe(false);
+    expect(secrets.admits(labelled('op', 'ctrlmesh-proxy.a.op-2-normal'))).toBe(false);
+    expect(secrets.admits(labelled('op', 'webhook-cert'))).toBe(true);
+    expect(secrets.admits(labelled('work', 'ctrlmesh-proxy'))).toBe(true);
   });
 });

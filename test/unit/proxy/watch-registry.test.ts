@@ -5,13 +5,13 @@ import type { ClusterShardView } from '../../../src/proxy/routes/shard-view.js';
 import type { EndReason } from '../../../src/proxy/routes/open-streams.js';
 import { WatchRegistry, endReason, type OpenWatch } from '../../../src/proxy/routes/watch-registry.js';
 import type { ClusterRoute } from '../../../src/transport/index.js';
-import { clusterFixture, routeTableFixture } from './route-table-fixture.js';
+import { clusterFixture, routeTableFixture, continueTokensFixture } from './route-table-fixture.js';
 
 const link = (): ClusterLink => ({}) as ClusterLink;
 const tierWeb = [{ relateResources: [{ apiGroups: [''], resources: ['pods'] }], selector: { matchLabels: { tier: 'web' } } }];
 
 function state(clusters: ClusterRoute[], fenced = false): RouteState {
-  return new RouteState({ table: routeTableFixture({ hashAlgorithm: 'fnv-range', clusters: [clusterFixture('a', []), ...clusters.filter((c) => c.name !== 'a')] }), fenced, link });
+  return new RouteState({ table: routeTableFixture({ hashAlgorithm: 'fnv-range', clusters: [clusterFixture('a', []), ...clusters.filter((c) => c.name !== 'a')] }), fenced, continueTokens: continueTokensFixture, link });
 }
 
 function watch(s: RouteState, cluster: string, resource: string, log: string[]): OpenWatch & { views: ClusterShardView[] } {

@@ -19,7 +19,7 @@ import { firstDnsName } from '../../../src/proxy/webhook/webhook-tls.js';
 import { bucketOf, createHashSettings } from '../../../src/sharding/index.js';
 import { createCertificateAuthority, issueCertificate, type IssuedCertificate } from '../../../src/tls/index.js';
 import type { RouteTable } from '../../../src/transport/index.js';
-import { clusterFixture, routeTableFixture } from './route-table-fixture.js';
+import { clusterFixture, routeTableFixture, continueTokensFixture } from './route-table-fixture.js';
 
 const logger = pino({ level: 'silent' });
 const encode = (value: unknown): Uint8Array => new TextEncoder().encode(typeof value === 'string' ? value : JSON.stringify(value));
@@ -134,7 +134,7 @@ function webhookTable(overrides: Partial<RouteTable> = {}): RouteTable {
     ...overrides,
   });
 }
-const stateOf = (table: RouteTable, fenced = false): RouteState => new RouteState({ table, fenced, link: () => ({}) as ClusterLink });
+const stateOf = (table: RouteTable, fenced = false): RouteState => new RouteState({ table, fenced, continueTokens: continueTokensFixture, link: () => ({}) as ClusterLink });
 function routeOf(namespace: string | undefined, options: { table?: RouteTable; fenced?: boolean } = {}) {
   const state = stateOf(options.table ?? webhookTable(), options.fenced);
   return webhookRoute({ table: state.table, home: state.home?.view, fenced: state.fenced, namespace });

@@ -32,6 +32,7 @@ describe('shardsOfConfig', () => {
       webhook: { certDir: '/tmp/webhook-certs', port: 9443 },
       objectLabels: 'Auto',
       objectSharding: [],
+      unshardedWrites: [],
     });
   });
 

@@ -19,11 +19,16 @@ export interface ListJudgement {
   labelKeys?: readonly string[];
   /** Called when the proxy filtered the list itself; `unconfirmed`: a selector was sent and not echoed. */
   onFiltered(unconfirmed: boolean): void;
+  /**
+   * The `continue` token to send in place of the API server's, in a list the proxy filtered: the server's names the
+   * key it resumes from, which can be an object cut from the page (routes/continue-tokens.ts).
+   */
+  sealContinue(token: string): string;
 }
 
 interface ListBody {
   kind?: unknown;
-  metadata?: { shardInfo?: { selector?: unknown }; remainingItemCount?: unknown };
+  metadata?: { shardInfo?: { selector?: unknown }; remainingItemCount?: unknown; continue?: unknown };
   // As JSON may have them: any element or field null.
   items?: ({ metadata?: ObjectMetadata | null } | null)[];
   rows?: ({ object?: { metadata?: ObjectMetadata | null } | null } | null)[];
@@ -47,8 +52,28 @@ export function echoedSelector(head: Buffer): string | undefined {
   }
 }
 
+/**
+ * What a filtered list's metadata says: no count of what remains (no longer known), and a sealed `continue`.
+ * Returns whether it changed.
+ */
+function judgedListMetadata(metadata: Record<string, unknown>, sealContinue: (token: string) => string): boolean {
+  let changed = false;
+  if (Object.hasOwn(metadata, 'remainingItemCount')) {
+    delete metadata.remainingItemCount;
+    changed = true;
+  }
+  const token = metadata.continue;
+  if (typeof token === 'string' && token !== '') {
+    metadata.continue = sealContinue(token);
+    changed = true;
+  } else if (token !== undefined && typeof token !== 'string') {
+    throw new UnjudgedListError('its continue token is not a string');
+  }
+  return changed;
+}
+
 /** Keeps the items (or a Table's rows) the shard may see; the count of what remains is no longer known. */
-export function filterListBody(text: string, admit: (metadata: ObjectMetadata) => boolean): string {
+export function filterListBody(text: string, admit: (metadata: ObjectMetadata) => boolean, sealContinue: (token: string) => string): string {
   let body: ListBody;
   try {
     body = JSON.parse(text) as ListBody;
@@ -61,19 +86,24 @@ export function filterListBody(text: string, admit: (metadata: ObjectMetadata) =
   if (Array.isArray(body.items)) body.items = body.items.filter((item) => judged(item?.metadata));
   else if (body.kind === 'Table' && Array.isArray(body.rows)) body.rows = body.rows.filter((row) => judged(row?.object?.metadata));
   else throw new UnjudgedListError('the answer has no items');
-  if (body.metadata && typeof body.metadata === 'object') delete body.metadata.remainingItemCount;
+  if (body.metadata && typeof body.metadata === 'object') judgedListMetadata(body.metadata as Record<string, unknown>, sealContinue);
   return JSON.stringify(body);
 }
 
 /**
  * filterListBody without building the list (and its answer as bytes, or as text where it fell back): the items' bytes are kept or cut as they are (the answer stays the API
  * server's text but for the items cut), the list's `metadata` is parsed and written again only when it holds a
- * `remainingItemCount` (no longer known). Falls back to filterListBody wherever the scanner is not sure (a Table,
+ * `remainingItemCount` (no longer known) or a `continue` (sealed). Falls back to filterListBody wherever the scanner is not sure (a Table,
  * escapes in keys it reads, duplicate keys, anything unusual).
  */
-export function filterListBytes(body: Buffer, admit: (metadata: ObjectMetadata) => boolean, labelKeys: readonly string[]): Buffer | string {
+export function filterListBytes(
+  body: Buffer,
+  admit: (metadata: ObjectMetadata) => boolean,
+  labelKeys: readonly string[],
+  sealContinue: (token: string) => string,
+): Buffer | string {
   const list = new EventScanner(labelKeys).scanList(body);
-  if (list === undefined) return filterListBody(body.toString('utf8'), admit);
+  if (list === undefined) return filterListBody(body.toString('utf8'), admit, sealContinue);
   const pieces: Buffer[] = [];
   let at = 0;
   const cut = (from: number, to: number, instead?: Buffer): void => {
@@ -88,12 +118,10 @@ export function filterListBytes(body: Buffer, admit: (metadata: ObjectMetadata) 
     try {
       parsed = JSON.parse(body.toString('utf8', metadata[0], metadata[1])) as Record<string, unknown>;
     } catch {
-      return filterListBody(body.toString('utf8'), admit);
+      return filterListBody(body.toString('utf8'), admit, sealContinue);
     }
-    if (Object.hasOwn(parsed, 'remainingItemCount')) {
-      delete parsed.remainingItemCount;
-      newMetadata = Buffer.from(JSON.stringify(parsed));
-    }
+    if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) return filterListBody(body.toString('utf8'), admit, sealContinue);
+    if (judgedListMetadata(parsed, sealContinue)) newMetadata = Buffer.from(JSON.stringify(parsed));
   }
   const kept = list.items.filter((item) => item.metadata !== undefined && admit(item.metadata));
   const replaceItems = kept.length !== list.items.length;
@@ -199,6 +227,6 @@ export async function judgeList(source: Readable, judgement: ListJudgement): Pro
   while (!ended) await next();
   judgement.onFiltered(judgement.expected !== undefined);
   const body = Buffer.concat(chunks);
-  if (judgement.labelKeys !== undefined) return filterListBytes(body, judgement.admit, judgement.labelKeys);
-  return filterListBody(body.toString('utf8'), judgement.admit);
+  if (judgement.labelKeys !== undefined) return filterListBytes(body, judgement.admit, judgement.labelKeys, judgement.sealContinue);
+  return filterListBody(body.toString('utf8'), judgement.admit, judgement.sealContinue);
 }

@@ -3,7 +3,7 @@ import type { OutgoingHttpHeaders } from 'node:http';
 import type { Readable } from 'node:stream';
 import { UnjudgedListError } from '../../../errors.js';
 import type { RouteController } from '../../routes/route-controller.js';
-import type { Plan } from '../judgement/judge.js';
+import { continueBinding, type Plan } from '../judgement/judge.js';
 import { statusFor } from '../judgement/status.js';
 import type { RequestInfo, ResourceRequest } from '../parse/index.js';
 import { sendRestored, type UpstreamResponse } from './forward.js';
@@ -77,6 +77,7 @@ function sendJudgedList(reply: FastifyReply, res: UpstreamResponse, plan: Plan, 
     admit: judge.admits,
     labelKeys: judge.labelKeys,
     onFiltered: (unconfirmed) => (unconfirmed ? entry.metrics.listsFiltered.noEcho : entry.metrics.listsFiltered.unlabelled).inc(),
+    sealContinue: (token) => plan.state.continueTokens.seal(token, continueBinding(plan)),
   }).then(
     (body) => {
       if (typeof body === 'string' || Buffer.isBuffer(body)) reply.removeHeader('content-length');

@@ -1,10 +1,11 @@
 import type { ClusterShardView } from '../../routes/shard-view.js';
-import { isWrite, type RequestInfo } from '../parse/index.js';
+import { isWrite, type RequestInfo, type ResourceRequest } from '../parse/index.js';
 import { statusBody, type KubeStatus } from './status.js';
 
 /**
- * Built-in cluster-scoped resources: passed through unless a limit names them. Any other resource listed
- * across namespaces is taken as namespaced and sharded (see docs/proxy.md, "Limitations").
+ * Built-in cluster-scoped resources: read freely unless a limit names them, written only where
+ * `spec.unshardedWrites` names them. Any other resource listed across namespaces is taken as namespaced and sharded
+ * (docs/proxy.md, "Cluster-scoped objects").
  */
 const CLUSTER_SCOPED = new Set([
   '/namespaces', '/nodes', '/persistentvolumes', '/componentstatuses',
@@ -21,20 +22,68 @@ const CLUSTER_SCOPED = new Set([
   'authorization.k8s.io/selfsubjectrulesreviews', 'authentication.k8s.io/selfsubjectreviews',
 ]);
 
+/** Creates that write nothing: they ask the API server a question about the caller or a token. */
+const REVIEWS = new Set([
+  'authentication.k8s.io/tokenreviews', 'authentication.k8s.io/selfsubjectreviews', 'authorization.k8s.io/subjectaccessreviews',
+  'authorization.k8s.io/selfsubjectaccessreviews', 'authorization.k8s.io/selfsubjectrulesreviews',
+]);
+
 export type Decision =
   /**
    * `sharded`: lists, watches and collection deletes get the shard's selector ANDed with the client's.
-   * `byObject`: one object of a resource sharded by uid, judged once the proxy knows the uid (by-object.ts).
+   * `byObject`: one object judged once the proxy has read it: one sharded by uid, or one outside namespaces, by its
+   * labels (object-write.ts, judged-object.ts). `created`: a create judged by the object in its body (created-object.ts).
    */
-  | { kind: 'forward'; sharded?: boolean; byObject?: boolean }
+  | { kind: 'forward'; sharded?: boolean; byObject?: boolean; created?: boolean }
   | { kind: 'deny'; body: KubeStatus };
 
 const PASS: Decision = { kind: 'forward' };
 const SHARDED: Decision = { kind: 'forward', sharded: true };
 const BY_OBJECT: Decision = { kind: 'forward', byObject: true };
+const CREATED: Decision = { kind: 'forward', created: true };
 
-function describe(group: string, resource: string): string {
-  return group === '' ? resource : `${resource}.${group}`;
+function describe(group: string, resource: string, subresource?: string): string {
+  const what = group === '' ? resource : `${resource}.${group}`;
+  return subresource === undefined ? what : `${what}/${subresource}`;
+}
+
+/** Kubernetes' own API groups: their cluster-scoped kinds (RBAC, webhooks, CRDs, nodes, volumes, ...) can grant access. */
+function isBuiltInGroup(group: string): boolean {
+  return group === '' || group.endsWith('.k8s.io') || group.endsWith('.kubernetes.io');
+}
+
+function forbidden(message: string, group: string, resource: string, name?: string): Decision {
+  return { kind: 'deny', body: statusBody(403, 'Forbidden', message, { ...(name === undefined ? {} : { name }), group, kind: resource }) };
+}
+
+/**
+ * An object outside namespaces (a path that names none yet names an object or creates one, or a built-in kind known
+ * to live there). Built-in kinds are read freely, as every shard needs them, unless a limit shards them; their writes
+ * grant access to every bucket, so they are refused unless `spec.unshardedWrites` names them. Other kinds (custom
+ * resources) belong to the bucket of their labels, judged for one object as their list is (docs/proxy.md,
+ * "Cluster-scoped objects").
+ */
+function decideOutsideNamespaces(info: ResourceRequest, view: ClusterShardView, shard: string): Decision {
+  const { verb, group, resource, name, subresource } = info;
+  if (isWrite(verb) && view.mayWriteUnsharded(group, resource, subresource)) return PASS;
+  const many = verb === 'list' || verb === 'watch' || verb === 'deletecollection';
+  if (isBuiltInGroup(group)) {
+    if (isWrite(verb) && !REVIEWS.has(`${group}/${resource}`)) {
+      return forbidden(
+        `writing ${describe(group, resource, subresource)}${name === undefined ? '' : ` "${name}"`} can grant access beyond shard "${shard}"'s buckets: refused unless the ShardingConfig's spec.unshardedWrites names it`,
+        group,
+        resource,
+        name,
+      );
+    }
+    if (!view.limited(group, resource)) return PASS;
+    if (many) return SHARDED;
+    if (verb === 'create') return PASS;
+  }
+  if (many) return SHARDED;
+  if (verb === 'create' && name === undefined) return CREATED;
+  if (verb !== 'create' && (subresource === undefined || subresource === 'status')) return BY_OBJECT;
+  return forbidden(`${describe(group, resource, subresource)} "${name ?? ''}" outside namespaces: only the object itself and its status are read and written through the proxy`, group, resource, name);
 }
 
 /**
@@ -48,7 +97,13 @@ export function decide(info: RequestInfo, view: ClusterShardView, shard: string)
   const namespaceObject = group === '' && resource === 'namespaces';
   if (namespaceObject && namespace === undefined && (verb === 'create' || verb === 'deletecollection')) {
     const what = verb === 'create' ? 'a Namespace create that does not name the namespace' : 'deleting every Namespace';
-    return { kind: 'deny', body: statusBody(403, 'Forbidden', `${what} cannot be judged against shard "${shard}": refused`, { group, kind: resource }) };
+    return forbidden(`${what} cannot be judged against shard "${shard}": refused`, group, resource);
+  }
+  // Every shard reads the Namespaces (an operator watches them to find its own), unless a limit shards them.
+  if (namespaceObject && namespace === undefined) return view.limited(group, resource) ? SHARDED : PASS;
+  // Minting a token for a ServiceAccount hands out whatever that account may do, beyond any bucket.
+  if (group === '' && resource === 'serviceaccounts' && info.subresource === 'token' && !view.mayWriteUnsharded(group, resource, 'token')) {
+    return forbidden(`serviceaccounts/token "${name ?? ''}": a token works without the proxy: refused unless the ShardingConfig's spec.unshardedWrites names serviceaccounts/token`, group, resource, name);
   }
   if (!namespaceObject && view.shardsByObject(group, resource)) {
     if (verb === 'list' || verb === 'watch' || verb === 'deletecollection') return SHARDED;
@@ -57,12 +112,13 @@ export function decide(info: RequestInfo, view: ClusterShardView, shard: string)
     // The object itself and its status carry the uid the proxy judges (and, written, its precondition); a log, an
     // exec, an eviction or a scale does not, so its target could change after the judgement.
     if (verb !== 'create' && (info.subresource === undefined || info.subresource === 'status')) return BY_OBJECT;
-    const what = `${info.subresource ?? verb} of ${describe(group, resource)}${name === undefined ? '' : ` "${name}"`}`;
-    return { kind: 'deny', body: statusBody(403, 'Forbidden', `${what}: objects sharded by uid are read and written through the proxy only whole or by their status`, { group, kind: resource }) };
+    const what = `${describe(group, resource, info.subresource)}${name === undefined ? '' : ` "${name}"`}`;
+    return forbidden(`${what}: objects sharded by uid are read and written through the proxy only whole or by their status`, group, resource);
   }
-  const clusterScoped = namespace === undefined && CLUSTER_SCOPED.has(`${group}/${resource}`);
-  const sharded = clusterScoped ? view.limited(group, resource) : true;
-  if (!sharded) return PASS;
+  // A namespaced resource has no path naming one object, or creating one, outside a namespace.
+  if (!namespaceObject && namespace === undefined && (CLUSTER_SCOPED.has(`${group}/${resource}`) || name !== undefined || verb === 'create')) {
+    return decideOutsideNamespaces(info, view, shard);
+  }
   // The injected selector alone keeps lists, watches and collection deletes inside the shard.
   if (verb === 'list' || verb === 'watch' || verb === 'deletecollection') return SHARDED;
   if (namespace === undefined || view.ownsNamespace(namespace)) return PASS;
@@ -72,5 +128,5 @@ export function decide(info: RequestInfo, view: ClusterShardView, shard: string)
   if (!isWrite(verb)) return { kind: 'deny', body: statusBody(404, 'NotFound', `${what} is not served by shard "${shard}"`, details) };
   const owner = view.ownerOf(bucket);
   const ownedBy = owner === undefined ? 'another shard' : `shard "${owner}"`;
-  return { kind: 'deny', body: statusBody(403, 'Forbidden', `${what} belongs to ${ownedBy}, not to shard "${shard}": write refused`, details) };
+  return forbidden(`${what} belongs to ${ownedBy}, not to shard "${shard}": write refused`, group, resource, name);
 }

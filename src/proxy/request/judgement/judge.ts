@@ -2,6 +2,7 @@ import { UnreadableBodyError } from '../../../errors.js';
 import type { ClusterEntry, RouteState } from '../../routes/route-state.js';
 import type { ResourceSelection } from '../../routes/shard-view.js';
 import { isRefusal, parseApiRequest, type QueryParams, type RequestInfo, type ResourceRequest } from '../parse/index.js';
+import { judgeCreated } from './created-object.js';
 import { decide } from './enforce.js';
 import { readableAccept, shardQuery } from './shard-query.js';
 import { statusBody, statusFor, type KubeStatus } from './status.js';
@@ -65,8 +66,11 @@ export interface Plan extends Counted {
   path: string;
   /** The query to send (the shard's selection put in). */
   query: QueryParams;
-  /** The body the proxy must read before it can finish judging: the lock's, a Namespace create's; none otherwise. */
-  read?: 'lock' | 'namespace';
+  /**
+   * The body the proxy must read before it can finish judging: the lock's, a Namespace create's, or the object a
+   * create makes where it decides (a Secret's type and name, a cluster-scoped object's labels); none otherwise.
+   */
+  read?: 'lock' | 'namespace' | 'created';
   /** The body read and judged, forwarded in place of the client's. */
   body?: Buffer | string;
   /** The type of `body` where the proxy changed it (a write given a uid precondition); default: the client's. */
@@ -113,7 +117,34 @@ function isNamespaceCreate(info: ResourceRequest): boolean {
   return info.verb === 'create' && info.group === '' && info.resource === 'namespaces' && info.name === undefined;
 }
 
-function isJson(contentType: string | undefined): boolean {
+function isSecret(info: ResourceRequest): boolean {
+  return info.group === '' && info.resource === 'secrets';
+}
+
+/**
+ * A `continue` the proxy sealed (a list it filtered: continue-tokens.ts), opened in the query for the API server;
+ * the Status to answer when it cannot be opened. The API server's own tokens pass as they are: whatever they resume,
+ * the answer is judged as any other.
+ */
+function openContinue(plan: Plan): KubeStatus | undefined {
+  const token = plan.query.get('continue');
+  const tokens = plan.state.continueTokens;
+  if (token === undefined || !tokens.isSealed(token)) return undefined;
+  const opened = tokens.open(token, continueBinding(plan));
+  if (opened === undefined) {
+    return statusBody(410, 'Expired', 'the continue token was not issued by this proxy for this list (another replica, or a restart): list again from the start');
+  }
+  plan.query.set('continue', opened);
+  return undefined;
+}
+
+/** What a sealed `continue` is bound to: the cluster and the list's path (its resource and namespace). */
+export function continueBinding(plan: Plan): string {
+  return `${plan.cluster}\n${plan.path}`;
+}
+
+/** Whether a body is sent as JSON (the one encoding the proxy reads of every kind). */
+export function isJson(contentType: string | undefined): boolean {
   return contentType !== undefined && /^application\/json\s*(;|$)/iu.test(contentType);
 }
 
@@ -216,6 +247,7 @@ export function judgeBody(plan: Plan, body: Buffer, head: RequestHead): Judgemen
     if (renamed.object === 'foreign') return refuse(plan, statusFor(403, renamer.foreignRefusal(info.resource, renamed.name ?? '')));
     return complete({ ...plan, read: undefined, body: renamed.body, lock: plan.lock || renamed.object === 'lock' }, head);
   }
+  if (plan.read === 'created') return judgeCreated({ ...plan, read: undefined }, body, head.contentType);
   return complete({ ...plan, read: undefined, body }, head);
 }
 
@@ -229,16 +261,28 @@ function complete(plan: Plan, head: RequestHead): Judgement {
     // A lock is the shard's own: it lives in the operator's namespace, whatever bucket that is.
     return { ...plan, answer: 'lock', identity: true, ...(state.renamer ? { accept: state.renamer.accept(head.accept) } : {}) };
   }
+  if (info.kind === 'resource') {
+    const mesh = state.mesh.refusal(info);
+    if (mesh !== undefined) return refuse(plan, statusBody(403, 'Forbidden', mesh, { ...(info.name === undefined ? {} : { name: info.name }), group: info.group, kind: info.resource }));
+  }
   const decision = decide(info, entry.view, state.table.shard);
   if (decision.kind === 'deny') return refuse(plan, decision.body);
   if (info.kind !== 'resource') return plan;
   const watch = info.verb === 'watch';
+  if (decision.created === true || (info.verb === 'create' && info.name === undefined && isSecret(info) && plan.body === undefined)) {
+    if (!head.hasBody) return refuse(plan, statusFor(400, 'a create carries the object it makes: none was sent'));
+    return { ...plan, read: 'created' };
+  }
   if (decision.byObject === true) {
     if (info.verb === 'update' || info.verb === 'patch' || info.verb === 'delete') {
       return { ...plan, objectWrite: { ...info, verb: info.verb } };
     }
-    // A read of one object sharded by uid is judged from the answer, which the proxy must then be able to read.
+    // A read of one object judged by its uid or labels is judged from the answer, which the proxy must then be able to read.
     if (info.verb === 'get') return { ...plan, answer: 'object', identity: true, accept: readableAccept(plan.query, head.accept) };
+  }
+  if (info.verb === 'list' && !watch) {
+    const opened = openContinue(plan);
+    if (opened !== undefined) return refuse(plan, opened);
   }
   if (decision.sharded === true) {
     const selection = shardQuery(entry, info, plan.query);

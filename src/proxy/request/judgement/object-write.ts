@@ -46,8 +46,8 @@ export function notServed(info: ResourceRequest, entry: ClusterEntry, shard: str
 }
 
 /**
- * A write to one object of a resource sharded by uid: the proxy reads the object with its own identity, judges its
- * uid's bucket, and forwards the client's body with that uid as a precondition, so the API server executes it only
+ * A write to one object judged by what it is (sharded by uid, or outside namespaces and judged by its labels): the
+ * proxy reads the object with its own identity, judges it, and forwards the client's body with that uid as a precondition, so the API server executes it only
  * on the object judged. Resolves to the body to forward, or the Status to answer instead.
  */
 async function judgeObjectWrite(options: {
@@ -76,12 +76,15 @@ async function judgeObjectWrite(options: {
     return statusFor(503, 'the object read before the write carries no uid or resourceVersion; retry');
   }
   if (!entry.view.admits(info.group, info.resource, metadata)) {
-    const bucket = entry.view.objectBucketOf(uid);
-    const owner = entry.view.ownerOf(bucket);
+    const { view } = entry;
+    // Sharded by uid: the uid's bucket names its owner. Outside namespaces: its labels put it in no bucket of this shard.
+    const bucket = view.shardsByObject(info.group, info.resource) ? view.objectBucketOf(uid) : undefined;
+    const owner = bucket === undefined ? undefined : view.ownerOf(bucket);
+    const unit = bucket === undefined ? '' : ` (uid bucket ${bucket})`;
     return statusBody(
       403,
       'Forbidden',
-      `${describe(info, entry.view)} (uid bucket ${bucket}) belongs to ${owner === undefined ? 'another shard' : `shard "${owner}"`}, not to shard "${shard}": write refused`,
+      `${describe(info, view)}${unit} belongs to ${owner === undefined ? 'another shard' : `shard "${owner}"`}, not to shard "${shard}": write refused`,
       { ...(info.name === undefined ? {} : { name: info.name }), group: info.group, kind: info.resource },
     );
   }

@@ -8,6 +8,7 @@ export type StatusReason =
   | 'Forbidden'
   | 'MethodNotAllowed'
   | 'Conflict'
+  | 'Expired'
   | 'RequestEntityTooLarge'
   | 'UnsupportedMediaType'
   | 'ServiceUnavailable'
