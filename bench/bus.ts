@@ -32,6 +32,7 @@ import {
   publishRouteTable,
   routeSigner,
   subscribeMessages,
+  serveWatches,
   watchRouteTable,
   type ClusterReport,
   type ControlBuckets,
@@ -289,6 +290,8 @@ async function startSide(label: Side['label'], dir: string, caPem: string, logge
     stateSeq0: 0,
   };
   side.subscriptions.push(
+    // The hub's side of the proxy's feed: proxies read KV only through feeds a hub opens.
+    serveWatches({ link: hub, logger }),
     subscribeMessages({
       link: hub,
       subject: Subjects.heartbeat(CLUSTER),

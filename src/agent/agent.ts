@@ -240,7 +240,7 @@ class AgentLoop {
     });
     this.routesWatch = watchRouteTables({
       link,
-      key: '>',
+      cluster: this.options.cluster,
       logger,
       onTable: (table) => {
         this.routes.set(`${table.operator}\u0000${table.shard}`, table);
@@ -249,6 +249,7 @@ class AgentLoop {
     });
     this.acksWatch = watchStoredAcks({
       link,
+      cluster: this.options.cluster,
       logger,
       onAck: (key, ack) => {
         if (ack) this.acks.set(key, ack);

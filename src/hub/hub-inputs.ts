@@ -4,6 +4,7 @@ import {
   Messages,
   Subjects,
   peerDrops,
+  serveWatches,
   subscribeAcks,
   subscribeMessages,
   watchKv,
@@ -38,7 +39,7 @@ export interface HubInputs {
 /**
  * What every hub instance reads, leader or standby, into its Fleet: the registry, reports, handover records,
  * stored acknowledgements and route tables from KV, and the heartbeats and acknowledgements as they are sent. A
- * standby holding the same view can take over at once.
+ * standby holding the same view can take over at once. Every instance also opens the agents' and proxies' KV feeds.
  */
 export function createHubInputs(options: HubInputsOptions): HubInputs {
   const { link, buckets, fleet, logger, now, changed, acknowledged } = options;
@@ -90,6 +91,8 @@ export function createHubInputs(options: HubInputsOptions): HubInputs {
       }),
     );
     subscriptions.push(
+      // Agents and proxies read KV only through feeds a hub opens for them: any hub, so a standby serves them too.
+      serveWatches({ link, logger }),
       subscribeMessages({
         link,
         subject: Subjects.heartbeatAll,

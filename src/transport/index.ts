@@ -18,10 +18,13 @@ export {
   type ClusterRecord,
   type ClusterRemoval,
   type ClusterReport,
+  type FeedKind,
   type Heartbeat,
   type ObjectCount,
   type RegisterReply,
   type RegisterRequest,
+  type WatchReply,
+  type WatchRequest,
   type ReportedObject,
   type HandoverRecord,
   type HandoverStateRecord,
@@ -31,6 +34,8 @@ export { connectNats, type NatsLink } from './connection.js';
 export { createBuckets, openBucket, type ControlBuckets } from './buckets.js';
 export { createKeptBuckets, isWrongRevision, type KeptBuckets } from './bucket-keeper.js';
 export { watchKv, type Watch } from './kv-watch.js';
+export { watchFeed, type FeedEntry } from './feed-watch.js';
+export { FEED_HEARTBEAT_MS, serveWatches } from './feed-server.js';
 export { DROP_LOG_INTERVAL_MS, peerDrops, publishMessage, replyInboxKey, requestMessage, respondMessage, subscribeMessages } from './pubsub.js';
 export { RouteTableKind, openRouteTable, routeSigner, type RouteSigner } from './route-signing.js';
 export {

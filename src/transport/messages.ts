@@ -230,6 +230,42 @@ export const RenewReplySchema = Type.Object(
   { additionalProperties: false },
 );
 
+/** The KV data a feed carries: `routes` (route tables), `acks` (the acknowledgements the hub leader stored). */
+export const FeedKindSchema = Type.Union([Type.Literal('routes'), Type.Literal('acks')]);
+
+/** A proxy or an agent asks a hub to open a feed (a consumer the hub makes, delivering to the requester's feed subject). */
+export const WatchRequestSchema = Type.Object(
+  {
+    schema: version,
+    feed: FeedKindSchema,
+    /** Names the feed subject (a NUID): the requester subscribes to it before asking. */
+    id: Type.String({ pattern: '^[A-Za-z0-9]{8,32}$' }),
+    /** Resume after the last revision seen, in the stream created at `streamCreated`; absent = the current values. */
+    from: Type.Optional(
+      Type.Object({ revision: Type.Integer({ minimum: 1 }), streamCreated: Type.String({ minLength: 1, maxLength: 64 }) }, { additionalProperties: false }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+/** A hub's answer: the feed is open (delivering), or why not. */
+export const WatchReplySchema = Type.Object(
+  {
+    schema: version,
+    ok: Type.Boolean(),
+    error: Type.Optional(Type.String()),
+    /** The consumer's name, in the metadata of every message it delivers. */
+    consumer: Type.Optional(Type.String({ minLength: 1 })),
+    /** When the bucket's stream was created: another than the request's means it was created again (read it from the start). */
+    streamCreated: Type.Optional(Type.String({ minLength: 1 })),
+    /** How many messages the feed delivers before it is current (consumer sequences 1..initial). */
+    initial: Type.Optional(Type.Integer({ minimum: 0 })),
+    /** Idle heartbeat of the feed, ms: a feed silent for longer is reopened. */
+    heartbeatMs: Type.Optional(Type.Integer({ minimum: 1 })),
+  },
+  { additionalProperties: false },
+);
+
 const HandoverRecordSchema = Type.Object(
   {
     /** `<bucket>@<cluster>`. */
@@ -274,6 +310,9 @@ export type ClusterReport = Static<typeof ClusterReportSchema>;
 export type Ack = Static<typeof AckSchema>;
 export type RenewRequest = Static<typeof RenewRequestSchema>;
 export type RenewReply = Static<typeof RenewReplySchema>;
+export type FeedKind = Static<typeof FeedKindSchema>;
+export type WatchRequest = Static<typeof WatchRequestSchema>;
+export type WatchReply = Static<typeof WatchReplySchema>;
 export type HandoverRecord = Static<typeof HandoverRecordSchema>;
 export type HandoverStateRecord = Static<typeof HandoverStateSchema>;
 
@@ -302,5 +341,7 @@ export const Messages = {
   ack: { kind: 'Ack', schema: AckSchema },
   renewRequest: { kind: 'RenewRequest', schema: RenewRequestSchema },
   renewReply: { kind: 'RenewReply', schema: RenewReplySchema },
+  watchRequest: { kind: 'WatchRequest', schema: WatchRequestSchema },
+  watchReply: { kind: 'WatchReply', schema: WatchReplySchema },
   handoverState: { kind: 'HandoverState', schema: HandoverStateSchema },
 } as const;

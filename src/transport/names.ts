@@ -43,6 +43,19 @@ export const Subjects = {
   /** Request/reply: a proxy renews its shard's lease with the hub leader (RenewRequest -> signed RenewReply). */
   renew: (operator: string, shard: string): string => `${PREFIX}.renew.${encodeToken(operator)}.${encodeToken(shard)}`,
   renewAll: `${PREFIX}.renew.*.*`,
+  /**
+   * Request/reply: a proxy asks a hub to open a feed of its shard's route table (WatchRequest -> WatchReply). The hub
+   * makes the JetStream consumer; the server delivers it on the shard's `feed` subject, which only that proxy (and
+   * the hub) may read.
+   */
+  watchShard: (operator: string, shard: string): string => `${PREFIX}.watch.shard.${encodeToken(operator)}.${encodeToken(shard)}`,
+  /** Request/reply: the agent of a cluster asks for a feed of the route tables or the stored acknowledgements. */
+  watchCluster: (cluster: string): string => `${PREFIX}.watch.cluster.${encodeToken(cluster)}`,
+  watchAll: `${PREFIX}.watch.>`,
+  /** Where the feed asked for on `watchSubject` under `id` is delivered. */
+  feed: (watchSubject: string, id: string): string => `${PREFIX}.feed.${watchSubject.slice(`${PREFIX}.watch.`.length)}.${id}`,
+  /** Every feed of the requester of `watchSubject`: what it may subscribe to. */
+  feedsOf: (watchSubject: string): string => `${PREFIX}.feed.${watchSubject.slice(`${PREFIX}.watch.`.length)}.>`,
 } as const;
 
 /** Keys inside the buckets. */

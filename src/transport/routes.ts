@@ -5,8 +5,8 @@ import type { Msg } from '@nats-io/transport-node';
 import { CtrlmeshError, ErrorCodes } from '../errors.js';
 import { RouteTableKind, openRenewal, openRouteTable, type RouteSigner } from './route-signing.js';
 import type { NatsLink } from './connection.js';
-import { openBucket } from './buckets.js';
-import { watchKv, type Watch } from './kv-watch.js';
+import { watchFeed } from './feed-watch.js';
+import type { Watch } from './kv-watch.js';
 import { Messages, MESSAGE_SCHEMA_VERSION, type Ack, type RenewReply } from './messages.js';
 import { Buckets, Keys, Subjects } from './names.js';
 import { encodeMessage, receiveMessage } from './codec.js';
@@ -65,32 +65,31 @@ export interface WatchRouteTableOptions {
 
 /** Follows one shard's route table; survives NATS restarts and waits for the bucket if the hub has not made it. */
 export function watchRouteTable(options: WatchRouteTableOptions): Watch {
-  return watchRouteTables({
-    link: options.link,
-    key: Keys.route(options.operator, options.shard),
-    logger: options.logger,
-    trusted: options.trusted,
-    onTable: options.onTable,
-  });
+  return followTables(Subjects.watchShard(options.operator, options.shard), options);
 }
 
 export interface WatchRouteTablesOptions {
   link: NatsLink;
-  /** Key or wildcard of the tables to follow (`>` = every operator's shards). */
-  key: string;
+  /** The agent's cluster: its feed carries every operator's tables. */
+  cluster: string;
   logger: Logger;
   /** Public keys whose signatures are accepted; omitted = any valid signature (the bus's permissions are trusted). */
   trusted?: readonly string[];
-  /** Called with each valid table written under `key`; deletions and invalid tables are skipped (the latter logged). */
+  /** Called with each valid table written; deletions and invalid tables are skipped (the latter logged). */
   onTable: (table: RouteTable) => void;
 }
 
-/** Follows route tables as they are written, like watchRouteTable but without its one-shard version filter. */
+/** Follows every route table as it is written (an agent), like watchRouteTable but without its one-shard version filter. */
 export function watchRouteTables(options: WatchRouteTablesOptions): Watch {
-  return watchKv({
+  return followTables(Subjects.watchCluster(options.cluster), options);
+}
+
+/** The route tables of the feed a hub opens for the identity of `subject` (src/transport/feed-server.ts). */
+function followTables(subject: string, options: Pick<WatchRouteTablesOptions, 'link' | 'logger' | 'trusted' | 'onTable'>): Watch {
+  return watchFeed({
     link: options.link,
-    open: () => openBucket(options.link.js, Buckets.routes),
-    key: options.key,
+    subject,
+    feed: 'routes',
     logger: options.logger,
     onEntry: (entry) => {
       if (entry.operation !== 'PUT') return;
@@ -105,15 +104,15 @@ export function watchRouteTables(options: WatchRouteTablesOptions): Watch {
 }
 
 /**
- * Follows the acknowledgements the hub leader stored (state bucket, `ack.<operator>.<shard>`): the latest of each
- * shard, with the cluster rules its proxy has in force. `onAck` gets each valid one, and `undefined` for a shard
- * whose ack was deleted; a value stored under another shard's key is dropped.
+ * Follows the acknowledgements the hub leader stored (state bucket, `ack.<operator>.<shard>`), for the agent of
+ * `cluster`: the latest of each shard, with the cluster rules its proxy has in force. `onAck` gets each valid one, and
+ * `undefined` for a shard whose ack was deleted; a value stored under another shard's key is dropped.
  */
-export function watchStoredAcks(options: { link: NatsLink; logger: Logger; onAck: (key: string, ack: Ack | undefined) => void }): Watch {
-  return watchKv({
+export function watchStoredAcks(options: { link: NatsLink; cluster: string; logger: Logger; onAck: (key: string, ack: Ack | undefined) => void }): Watch {
+  return watchFeed({
     link: options.link,
-    open: () => openBucket(options.link.js, Buckets.state),
-    key: Keys.ackAll,
+    subject: Subjects.watchCluster(options.cluster),
+    feed: 'acks',
     logger: options.logger,
     onEntry: (entry) => {
       if (entry.operation !== 'PUT') return options.onAck(entry.key, undefined);

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:net';
+import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { createServer as createNkey } from '@nats-io/nkeys';
@@ -17,11 +18,16 @@ import {
   RouteTableKind,
   Subjects,
   encodeMessage,
+  inboxPrefixFor,
   natsConnectionOptions,
   routeSigner,
   type Ack,
   type ClusterReport,
+  watchRouteTable,
+  watchRouteTables,
+  watchStoredAcks,
   type Heartbeat,
+  type NatsLink,
   type RegisterReply,
   type RouteTable,
 } from '../../src/transport/index.js';
@@ -46,7 +52,11 @@ import { cluster, kubeConfigFor, testbed } from './helpers/testbed.js';
 
 const NS = 'operator-attacks';
 const HASH = 'ctrlmesh.kusionstack.io/sharding-hash';
+/** A raw connection as the transport functions take it (they use only `nc` and the connection events). */
+const linkOf = (nc: NatsConnection): NatsLink => ({ nc, js: jetstream(nc), state: () => 'connected', onEvent: () => () => undefined, close: () => nc.close() });
 const encode = (value: unknown): Uint8Array => new TextEncoder().encode(JSON.stringify(value));
+/** A pull consumer the hub makes on each bucket, for the pulls aimed elsewhere. */
+const PULL = 'attack-pull';
 const pause = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /** Whether an attempt went through; the tests judge by effect, this only says what the client saw. */
@@ -89,6 +99,23 @@ describe('the control-plane bus tried as an attacker would (TLS + JWT auth, a re
     const table = (await routeTables(observer, operator)).find((t) => t.shard === shard);
     if (!table) throw new Error('no route table yet');
     return table;
+  };
+
+  /** Whether a hub opened the feed `nc` asked for on `subject`: judged by what the hub sees answered on the feed. */
+  const feedOpened = async (nc: NatsConnection, subject: string, feed: string): Promise<'done' | 'refused'> => {
+    const id = `feed${Date.now()}`;
+    const answers: boolean[] = [];
+    const sub = observer.subscribe(Subjects.feed(subject, id), {
+      callback: (_err, msg) => {
+        if (!msg.reply && msg.headers?.code !== 100) answers.push((JSON.parse(msg.string()) as { ok?: unknown }).ok === true);
+      },
+    });
+    await observer.flush();
+    nc.publish(subject, encode({ schema: MESSAGE_SCHEMA_VERSION, feed, id }));
+    await nc.flush().catch(() => undefined);
+    await pause(1_000);
+    sub.unsubscribe();
+    return answers.includes(true) ? 'done' : 'refused';
   };
 
   beforeAll(async () => {
@@ -180,54 +207,247 @@ describe('the control-plane bus tried as an attacker would (TLS + JWT auth, a re
     expect(own).toBe('done');
   });
 
-  it("an agent identity watches the hub's stored acknowledgements (for the rules' status) and reads nothing else of its state", async () => {
+  it("an agent identity follows the hub's stored acknowledgements and the tables through its feeds, and reads KV no other way", async () => {
     const agent = await as({ role: 'agent', cluster: a });
-    const state = await new Kvm(agent).open(Buckets.state);
-    // The positive control: the proxy's stored acknowledgement, by the one way an agent reads it (a watch of ack.*.*).
-    const acks = await state.watch({ key: Keys.ackAll });
-    for await (const entry of acks) {
-      expect(entry.key).toBe(Keys.ack(operator, shard));
-      break;
+    const link = linkOf(agent);
+    // The positive control: the proxy's stored acknowledgement and its table, by the one way an agent reads them (the
+    // feeds a hub opens for it).
+    const acks: string[] = [];
+    const tables: string[] = [];
+    const watches = [
+      watchStoredAcks({ link, cluster: a, logger: silent, onAck: (key) => acks.push(key) }),
+      watchRouteTables({ link, cluster: a, logger: silent, onTable: (t) => tables.push(`${t.operator}.${t.shard}`) }),
+    ];
+    try {
+      await eventually(() => expect(acks).toContain(Keys.ack(operator, shard)));
+      await eventually(() => expect(tables).toContain(`${operator}.${shard}`));
+    } finally {
+      for (const w of watches) w.stop();
     }
+    const state = await new Kvm(agent).open(Buckets.state);
     const watchOf = (key: string) => async (): Promise<void> => {
       const watch = await state.watch({ key });
       for await (const _ of watch) return;
     };
     const reads = {
+      acks: await attempt(watchOf(Keys.ackAll)),
       reports: await attempt(watchOf(Keys.reportAll)),
-      handovers: await attempt(watchOf(Keys.handoverAll)),
       everything: await attempt(watchOf('>')),
       get: await attempt(() => state.get(Keys.ack(operator, shard))),
       put: await attempt(() => state.put(Keys.ack(operator, shard), encode({ schema: 1 }))),
+      ownFeed: await feedOpened(agent, Subjects.watchCluster(a), 'acks'),
+      otherFeed: await feedOpened(agent, Subjects.watchCluster(b), 'acks'),
+      shardFeed: await feedOpened(agent, Subjects.watchShard(operator, shard), 'routes'),
     };
-    expect(reads).toEqual({ reports: 'refused', handovers: 'refused', everything: 'refused', get: 'refused', put: 'refused' });
+    expect(reads).toEqual({ acks: 'refused', reports: 'refused', everything: 'refused', get: 'refused', put: 'refused', ownFeed: 'done', otherFeed: 'refused', shardFeed: 'refused' });
   });
 
   it("a proxy identity reads only its own route table and acknowledges only for its own shard", async () => {
     const other = `${a}/someone-else`;
     const mine = await as({ role: 'proxy', operator, shard });
-    const routes = await new Kvm(mine).open(Buckets.routes);
-    // Its own table, by the one way a proxy reads it: a watch of its key (KV gets are not filtered by key).
-    const own = await routes.watch({ key: Keys.route(operator, shard) });
-    for await (const entry of own) {
-      expect(entry.operation).toBe('PUT');
-      break;
+    // Its own table, by the one way a proxy reads it: the feed a hub opens for its shard.
+    const seen: number[] = [];
+    const watch = watchRouteTable({ link: linkOf(mine), operator, shard, logger: silent, trusted: [routeSignerKey(nats.nats)], onTable: (t) => seen.push(t.version) });
+    try {
+      await eventually(() => expect(seen).toContain(applied()));
+    } finally {
+      watch.stop();
     }
+    const routes = await new Kvm(mine).open(Buckets.routes);
     const reads = {
+      ownKey: await attempt(async () => {
+        const own = await routes.watch({ key: Keys.route(operator, shard) });
+        for await (const _ of own) return;
+      }),
       otherKey: await attempt(() => routes.get(Keys.route(operator, other))),
       watchAll: await attempt(async () => {
-        const watch = await routes.watch({ key: '>' });
-        for await (const _ of watch) return;
+        const all = await routes.watch({ key: '>' });
+        for await (const _ of all) return;
       }),
       otherBucket: await attempt(async () => (await new Kvm(mine).open(Buckets.clusters)).get(Keys.cluster(a))),
       register: await attempt(() => mine.request(Subjects.register, encode({ schema: 1 }), { timeout: 1_000 })),
+      ownFeed: await feedOpened(mine, Subjects.watchShard(operator, shard), 'routes'),
+      otherShardFeed: await feedOpened(mine, Subjects.watchShard(operator, other), 'routes'),
+      clusterFeed: await feedOpened(mine, Subjects.watchCluster(a), 'routes'),
+      // Its own subject, but the acknowledgements' feed: not a proxy's.
+      acksFeed: await feedOpened(mine, Subjects.watchShard(operator, shard), 'acks'),
     };
-    expect(reads).toEqual({ otherKey: 'refused', watchAll: 'refused', otherBucket: 'refused', register: 'refused' });
+    expect(reads).toEqual({ ownKey: 'refused', otherKey: 'refused', watchAll: 'refused', otherBucket: 'refused', register: 'refused', ownFeed: 'done', otherShardFeed: 'refused', clusterFeed: 'refused', acksFeed: 'refused' });
     const ack = (s: string): Ack => ({ schema: MESSAGE_SCHEMA_VERSION, operator, shard: s, version: 424242, ackedAt: new Date().toISOString() });
     mine.publish(Subjects.ack(operator, other), encodeMessage(Messages.ack, ack(other)));
     await mine.flush().catch(() => undefined);
     await pause(1_000);
     expect(await (await new Kvm(observer).open(Buckets.state)).get(Keys.ack(operator, other))).toBeNull();
+  });
+
+  it('a compare-and-set the bucket refuses never reaches the proxy, though signed by the hub and newer', async () => {
+    const table = await genuine();
+    const routes = await new Kvm(observer).open(Buckets.routes);
+    const key = Keys.route(operator, shard);
+    const current = await routes.get(key);
+    if (!current) throw new Error('no stored table');
+    const trusted = routeSigner(readFileSync(security(nats.nats).auth.routeSigningSeed, 'utf8'));
+    // A deposed leader's write: signed, newer, at a revision that is no longer the key's. A core subscriber on the
+    // key's subject would see it; the feed delivers only what the stream stored.
+    const stale = trusted.seal(RouteTableKind, { ...table, version: table.version + 1_000 });
+    expect(await attempt(() => routes.update(key, stale, current.revision - 1))).toBe('refused');
+    await pause(1_500);
+    expect(applied()).toBe(table.version);
+  });
+
+  /**
+   * Subjects neither the agent of a nor the proxy of atk's shard may publish on, and that carry nothing else while
+   * the test runs: a cluster and a shard nobody runs, keys nobody writes, the hub's own inbox.
+   */
+  const forbidden = (): string[] => [
+    Subjects.report('victim'),
+    Subjects.heartbeat('victim'),
+    Subjects.register,
+    Subjects.registerAs('victim'),
+    Subjects.renew(operator, `${a}/victim`),
+    Subjects.ack(operator, `${a}/victim`),
+    `${inboxPrefixFor({ kind: 'creds', file: security(nats.nats).auth.hubCreds })}.attack.x`,
+    `$KV.${Buckets.hub}.${Keys.leader}`,
+    `$KV.${Buckets.hub}.victim`,
+    `$KV.${Buckets.clusters}.${Keys.cluster('victim')}`,
+    `$KV.${Buckets.state}.${Keys.report('victim')}`,
+    `$KV.${Buckets.routes}.${Keys.route(operator, `${a}/victim`)}`,
+    'ctrlmesh.feed.shard.victim.victim.x',
+    'ctrlmesh.feed.cluster.victim.x',
+  ];
+  /** A key each bucket holds, and the one the role's watch names (its allowed consumer filter in earlier versions). */
+  const held = (): Record<string, { known: string; watched: string }> => ({
+    [Buckets.routes]: { known: Keys.route(operator, shard), watched: Keys.route(operator, shard) },
+    [Buckets.state]: { known: Keys.ack(operator, shard), watched: Keys.ackAll },
+    [Buckets.clusters]: { known: Keys.cluster(a), watched: '>' },
+    [Buckets.hub]: { known: Keys.leader, watched: '>' },
+  });
+  /**
+   * Every JetStream API request that names where the server delivers, aimed at `target`: push consumers (every
+   * create subject, with and without a filter, durable or not) delivering there, pulls, gets and infos answered
+   * there. The request's own reply is the target too.
+   */
+  const jetStreamAimedAt = (target: string, n: number): { subject: string; body: unknown }[] => {
+    const out: { subject: string; body: unknown }[] = [];
+    for (const [bucket, keys] of Object.entries(held())) {
+      const stream = `KV_${bucket}`;
+      const api = `$JS.API`;
+      const name = `atk${n}x${out.length}`;
+      const push = (extra: Record<string, unknown>): Record<string, unknown> => ({
+        deliver_subject: target,
+        ack_policy: 'none',
+        deliver_policy: 'all',
+        inactive_threshold: 10_000_000_000,
+        mem_storage: true,
+        num_replicas: 1,
+        ...extra,
+      });
+      for (const filter of [`$KV.${bucket}.${keys.watched}`, `$KV.${bucket}.${keys.known}`, `$KV.${bucket}.>`]) {
+        out.push({ subject: `${api}.CONSUMER.CREATE.${stream}.${name}f${out.length}.${filter}`, body: { stream_name: stream, config: push({ name: `${name}f${out.length}`, filter_subject: filter }) } });
+      }
+      out.push(
+        { subject: `${api}.CONSUMER.CREATE.${stream}.${name}n`, body: { stream_name: stream, config: push({ name: `${name}n` }) } },
+        { subject: `${api}.CONSUMER.CREATE.${stream}`, body: { stream_name: stream, config: push({}) } },
+        { subject: `${api}.CONSUMER.DURABLE.CREATE.${stream}.${name}d`, body: { stream_name: stream, config: push({ durable_name: `${name}d` }) } },
+        { subject: `${api}.DIRECT.GET.${stream}`, body: { last_by_subj: `$KV.${bucket}.${keys.known}` } },
+        { subject: `${api}.DIRECT.GET.${stream}.$KV.${bucket}.${keys.known}`, body: '' },
+        { subject: `${api}.STREAM.INFO.${stream}`, body: '' },
+        { subject: `${api}.STREAM.INFO.${stream}`, body: { subjects_filter: '>' } },
+        { subject: `${api}.STREAM.MSG.GET.${stream}`, body: { last_by_subj: `$KV.${bucket}.${keys.known}` } },
+        { subject: `${api}.CONSUMER.MSG.NEXT.${stream}.${PULL}`, body: { batch: 5, expires: 1_000_000_000 } },
+        { subject: `${api}.CONSUMER.INFO.${stream}.${PULL}`, body: '' },
+        { subject: `${api}.CONSUMER.NAMES.${stream}`, body: {} },
+        { subject: `${api}.CONSUMER.LIST.${stream}`, body: {} },
+      );
+    }
+    out.push(
+      { subject: '$JS.API.INFO', body: '' },
+      { subject: '$JS.API.STREAM.NAMES', body: {} },
+      { subject: '$JS.API.STREAM.LIST', body: {} },
+      { subject: `$JS.API.STREAM.CREATE.ATK${n}`, body: { name: `ATK${n}`, subjects: [`atk${n}.>`], storage: 'memory' } },
+      { subject: `$JS.FC.KV_${Buckets.routes}.x.1`, body: '' },
+      { subject: `$JS.ACK.KV_${Buckets.routes}.${PULL}.1.1.1.1.0`, body: '' },
+    );
+    return out;
+  };
+  /** The requests the role may make (to the hub), each well formed: their reply subjects are the hub's to judge. */
+  const ownRequests = (role: Role): { subject: string; body: unknown }[] => {
+    const feed = (f: string): unknown => ({ schema: MESSAGE_SCHEMA_VERSION, feed: f, id: 'abcdefgh12' });
+    if (role.role === 'agent') {
+      return [
+        { subject: Subjects.registerAs(a), body: { schema: 1, cluster: { name: a, labels: { testbed: cluster(0).name }, server: cluster(0).server, caPem: cluster(0).caPem } } },
+        { subject: Subjects.watchCluster(a), body: feed('routes') },
+        { subject: Subjects.watchCluster(a), body: feed('acks') },
+        { subject: Subjects.heartbeat(a), body: '' },
+      ];
+    }
+    if (role.role !== 'proxy') return [];
+    return [
+      { subject: Subjects.renew(operator, shard), body: { schema: 1, operator, shard, acknowledged: applied(), nonce: 'abcdefgh12' } },
+      { subject: Subjects.watchShard(operator, shard), body: feed('routes') },
+      { subject: Subjects.ack(operator, shard), body: '' },
+    ];
+  };
+  /** What the hub's leader lease looks like (the hub renews it every two seconds). */
+  const isLease = (data: Uint8Array): boolean => {
+    try {
+      const value = JSON.parse(new TextDecoder().decode(data)) as Record<string, unknown>;
+      return Object.keys(value).sort().join() === 'holder,renewedAt' && value.holder === 'hub-attacked';
+    } catch {
+      return false;
+    }
+  };
+
+  it("no request of an agent or a proxy (JetStream API or the hub's) has anything delivered or answered where that identity may not publish", async () => {
+    const identities: Record<string, Role> = { agent: { role: 'agent', cluster: a }, proxy: { role: 'proxy', operator, shard } };
+    const targets = forbidden();
+    // The hub's view: every message that reaches a target subject while the requests are made and a moment after.
+    const seen: string[] = [];
+    for (const target of targets) {
+      observer.subscribe(target, {
+        callback: (_err, msg) => {
+          if (target === `$KV.${Buckets.hub}.${Keys.leader}` && isLease(msg.data)) return;
+          seen.push(`${target}: ${msg.string().slice(0, 120)}`);
+        },
+      });
+    }
+    // A pull consumer on each bucket, made by the hub, for the pulls aimed at the targets.
+    const jsm = await jetstreamManager(observer);
+    for (const bucket of Object.values(Buckets)) {
+      await jsm.consumers.add(`KV_${bucket}`, { durable_name: PULL, ack_policy: AckPolicy.None, deliver_policy: DeliverPolicy.All, inactive_threshold: 60_000_000_000 });
+    }
+    await observer.flush();
+    const routesBefore = await genuine();
+    let n = 0;
+    for (const [who, role] of Object.entries(identities)) {
+      const nc = await as(role);
+      for (const target of targets) {
+        for (const request of [...jetStreamAimedAt(target, n++), ...ownRequests(role)]) {
+          const body = typeof request.body === 'string' ? request.body : JSON.stringify(request.body);
+          nc.publish(request.subject, body, { reply: target });
+        }
+      }
+      await nc.flush().catch(() => undefined);
+      expect(nc.isClosed(), who).toBe(false);
+    }
+    await pause(2_000);
+    expect(seen).toEqual([]);
+    // By effect on the store: no key written, the lease still the hub's, no consumer delivering to a target, no stream.
+    for (const target of targets.filter((t) => t.startsWith('$KV.'))) {
+      const [, bucket, ...key] = target.split('.');
+      const entry = await (await new Kvm(observer).open(bucket ?? '')).get(key.join('.'));
+      if (key.join('.') === Keys.leader) expect(entry && isLease(entry.value), target).toBe(true);
+      else expect(entry, target).toBeNull();
+    }
+    for (const bucket of Object.values(Buckets)) {
+      for await (const info of jsm.consumers.list(`KV_${bucket}`)) expect(targets, `${bucket}/${info.name}`).not.toContain(info.config.deliver_subject);
+    }
+    const streams: string[] = [];
+    for await (const name of jsm.streams.names()) streams.push(name);
+    expect(streams.sort()).toEqual(Object.values(Buckets).map((b) => `KV_${b}`).sort());
+    expect(hub.isLeader()).toBe(true);
+    expect((await genuine()).version).toBe(routesBefore.version);
+    expect(applied()).toBe(routesBefore.version);
   });
 
   it('the bootstrap identity can only ask to register: it cannot listen to registrations (and their tokens)', async () => {

@@ -12,6 +12,7 @@ import {
   publishRouteTable,
   routeSigner,
   serveRenewals,
+  serveWatches,
   subscribeAcks,
   type Ack,
   type NatsClientConfig,
@@ -69,7 +70,8 @@ describe('the proxy following its route table in NATS (a private NATS server, st
       published.set(table.shard, table.version);
       return revision;
     };
-    // The hub's side of the proxies' leases.
+    // The hub's sides of the proxies' feeds (their only way to read KV) and of their leases.
+    serveWatches({ link: hub, logger: silent });
     serveRenewals({
       link: hub,
       signer,

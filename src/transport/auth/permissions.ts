@@ -1,10 +1,13 @@
-import { Buckets, Keys, Subjects } from '../names.js';
+import { Subjects } from '../names.js';
 
 /**
  * What each role may publish and subscribe to, enforced by the NATS server (the permissions go into the role's
  * user JWT). A receiver still checks that a message's subject matches its body, but no longer has to trust it:
  * an agent cannot send another cluster's reports, a proxy cannot acknowledge for another shard, and only the hub
- * writes KV (registry, state, route tables, the leader lease).
+ * writes KV (registry, state, route tables, the leader lease). Only the hub uses the JetStream API: the server
+ * delivers and answers wherever a request says (a consumer's deliver subject, any request's reply subject) without
+ * checking the requester's permissions, so agents and proxies read KV through feeds a hub opens for them
+ * (src/transport/feed-server.ts).
  */
 export interface SubjectPermissions {
   publish: string[];
@@ -18,26 +21,6 @@ export type Role =
   | { role: 'bootstrap' }
   | { role: 'agent'; cluster: string }
   | { role: 'proxy'; operator: string; shard: string };
-
-const JS_API = '$JS.API';
-const kvStream = (bucket: string): string => `KV_${bucket}`;
-const kvSubject = (bucket: string, key: string): string => `$KV.${bucket}.${key}`;
-
-/**
- * Enough to open a bucket and follow `key` (a key or a wildcard) with an ordered consumer, nothing more. No gets:
- * a KV get names its key in the request body, where permissions cannot see it.
- */
-function kvRead(bucket: string, key: string): string[] {
-  const stream = kvStream(bucket);
-  return [
-    `${JS_API}.STREAM.INFO.${stream}`,
-    // The consumer's filter is part of the subject, and the server checks it against the request's own filter:
-    // a consumer on other keys cannot be created.
-    `${JS_API}.CONSUMER.CREATE.${stream}.*.${kvSubject(bucket, key)}`,
-    // Flow-control replies of the ordered consumer.
-    `$JS.FC.${stream}.>`,
-  ];
-}
 
 /** The prefix of an identity's reply inboxes (see inboxPrefixFor): the only inbox it may subscribe to. */
 export function inboxOf(publicKey: string): string {
@@ -55,24 +38,22 @@ export function permissionsFor(identity: Role, publicKey: string): SubjectPermis
       return undefined;
     case 'bootstrap':
       return { publish: [Subjects.register], subscribe: [inbox] };
-    case 'agent':
+    case 'agent': {
+      const watch = Subjects.watchCluster(identity.cluster);
       return {
-        publish: [
-          Subjects.heartbeat(identity.cluster),
-          Subjects.report(identity.cluster),
-          Subjects.registerAs(identity.cluster),
-          // Every table: the agent writes the status of the ShardingConfigs whose shards serve its cluster.
-          ...kvRead(Buckets.routes, '>'),
-          // The stored acknowledgements (and nothing else of the hub's state): which proxies applied which rules.
-          ...kvRead(Buckets.state, Keys.ackAll),
-        ],
-        subscribe: [inbox],
+        // Every table (the agent writes the status of the ShardingConfigs whose shards serve its cluster) and the
+        // stored acknowledgements (which proxies applied which rules), through the feeds a hub opens for it.
+        publish: [Subjects.heartbeat(identity.cluster), Subjects.report(identity.cluster), Subjects.registerAs(identity.cluster), watch],
+        subscribe: [inbox, Subjects.feedsOf(watch)],
       };
-    case 'proxy':
+    }
+    case 'proxy': {
+      const watch = Subjects.watchShard(identity.operator, identity.shard);
       return {
-        publish: [Subjects.ack(identity.operator, identity.shard), Subjects.renew(identity.operator, identity.shard), ...kvRead(Buckets.routes, Keys.route(identity.operator, identity.shard))],
-        subscribe: [inbox],
+        publish: [Subjects.ack(identity.operator, identity.shard), Subjects.renew(identity.operator, identity.shard), watch],
+        subscribe: [inbox, Subjects.feedsOf(watch)],
       };
+    }
   }
 }
 
