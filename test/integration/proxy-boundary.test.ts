@@ -3,8 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AdmissionregistrationV1Api, ApiextensionsV1Api, CoreV1Api, CustomObjectsApi, RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { writeKubeconfig } from '../../src/dev/index.js';
-import { HASH_LABEL, bucket, clusterRoute, namespaceOutside, routeTable, settles, startTestProxy, type TestProxy } from './helpers/proxy.js';
+import { HASH_LABEL, bucket, clusterRoute, leastPrivilegeKubeconfig, namespaceOutside, refusedBy, routeTable, settles, startTestProxy, type TestProxy } from './helpers/proxy.js';
 import { rawRequest, type RawResponse } from './helpers/raw-http.js';
 import { cluster, kubeConfigFor, testbed, uniqueName } from './helpers/testbed.js';
 
@@ -12,12 +11,6 @@ const GROUP = 'boundary.example.io';
 const WIDGETS = `/apis/${GROUP}/v1/clusterwidgets`;
 const MESH_SECRET = 'ctrlmesh-proxy';
 const JSON_TYPE = { 'content-type': 'application/json' };
-
-/** Who refused a request: the proxy (its own Status), or the API server's authorizer (RBAC). */
-function refusedBy(res: RawResponse): 'proxy' | 'rbac' | 'none' {
-  if (res.status < 400) return 'none';
-  return /is forbidden: User "[^"]+" cannot/u.test(res.text) ? 'rbac' : 'proxy';
-}
 
 /**
  * The shard owns the bucket of the operator's own namespace (where every shard's credentials live) and one more; a
@@ -41,6 +34,7 @@ describe('the proxy keeps mesh credentials, cluster-scoped kinds and other bucke
   const proxies = new Map<'admin' | 'least-privilege', TestProxy>();
   let filtering: TestProxy;
   let dir: string;
+  let removeIdentity: (() => Promise<void>) | undefined;
   const refusals: Record<string, Record<string, string>> = {};
 
   const leaked = (res: RawResponse): boolean => res.text.includes(marker) || res.text.includes(markerB64);
@@ -87,25 +81,16 @@ describe('the proxy keeps mesh credentials, cluster-scoped kinds and other bucke
     }, 30_000);
     await custom.createClusterCustomObject({ group: GROUP, version: 'v1', plural: 'clusterwidgets', body: { apiVersion: `${GROUP}/v1`, kind: 'ClusterWidget', metadata: { name: `${planted}-mine`, labels: labels(ownedNs) }, spec: { v: 'mine' } } });
 
-    // An operator-like identity: what an operator's ServiceAccount commonly holds, cluster-wide, and no more.
-    const rbac = kc.makeApiClient(RbacAuthorizationV1Api);
-    const role = `${planted}-operator`;
-    await rbac.createClusterRole({
-      body: {
-        metadata: { name: role },
-        rules: [
-          { apiGroups: [''], resources: ['configmaps', 'secrets', 'pods', 'services', 'events', 'serviceaccounts', 'serviceaccounts/token'], verbs: ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete'] },
-          { apiGroups: [''], resources: ['namespaces', 'nodes'], verbs: ['get', 'list', 'watch'] },
-          { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete'] },
-          { apiGroups: [GROUP], resources: ['clusterwidgets'], verbs: ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete'] },
-        ],
-      },
+    // An operator-like identity, and its rights on the custom kind.
+    removeIdentity = await leastPrivilegeKubeconfig({
+      kc,
+      cluster: a,
+      namespace: ownedNs,
+      name: 'operator',
+      path: join(dir, 'least-privilege'),
+      rules: [{ apiGroups: [GROUP], resources: ['clusterwidgets'], verbs: ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete'] }],
     });
-    await admin.createNamespacedServiceAccount({ namespace: ownedNs, body: { metadata: { name: 'operator' } } });
-    await rbac.createClusterRoleBinding({ body: { metadata: { name: role }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role }, subjects: [{ kind: 'ServiceAccount', name: 'operator', namespace: ownedNs }] } });
-    const token = await admin.createNamespacedServiceAccountToken({ name: 'operator', namespace: ownedNs, body: { spec: { audiences: [], expirationSeconds: 3600 } } });
     const leastPrivilege = join(dir, 'least-privilege');
-    await writeKubeconfig(leastPrivilege, [{ name: a.name, server: a.server, caPem: a.caPem, token: token.status?.token as string }]);
 
     const table = routeTable({ shard: 'demo-1-normal', operator: `${operatorNs}/demo`, homeCluster: a.name, clusters: [clusterRoute(a, [...owned])] });
     proxies.set('admin', await startTestProxy({ table, credentialsPath: testbed().kubeconfigPath, dir: join(dir, 'admin') }));
@@ -117,9 +102,7 @@ describe('the proxy keeps mesh credentials, cluster-scoped kinds and other bucke
   afterAll(async () => {
     process.stderr.write(`refused by, per identity: ${JSON.stringify(refusals)}\n`);
     for (const harness of [...proxies.values(), filtering]) await harness?.close();
-    const rbac = kc.makeApiClient(RbacAuthorizationV1Api);
-    await rbac.deleteClusterRoleBinding({ name: `${planted}-operator` }).catch(() => undefined);
-    await rbac.deleteClusterRole({ name: `${planted}-operator` }).catch(() => undefined);
+    await removeIdentity?.();
     await kc.makeApiClient(ApiextensionsV1Api).deleteCustomResourceDefinition({ name: `clusterwidgets.${GROUP}` }).catch(() => undefined);
     for (const ns of [operatorNs, ownedNs, victimNs]) await admin.deleteNamespace({ name: ns }).catch(() => undefined);
     await rm(dir, { recursive: true, force: true });

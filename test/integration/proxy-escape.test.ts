@@ -1,9 +1,12 @@
 import { spawn } from 'node:child_process';
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { CoordinationV1Api, CoreV1Api } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { resolveTool } from '../../src/dev/index.js';
-import { HASH_LABEL, bucket, clusterRoute, namespaceOutside, routeTable, settles, startTestProxy, type TestProxy } from './helpers/proxy.js';
+import { HASH_LABEL, bucket, clusterRoute, leastPrivilegeKubeconfig, namespaceOutside, refusedBy, routeTable, settles, startTestProxy, type TestProxy } from './helpers/proxy.js';
 import { rawRequest, type RawResponse } from './helpers/raw-http.js';
 import { cluster, kubeConfigFor, testbed, uniqueName } from './helpers/testbed.js';
 import { shardLockName } from '../../src/proxy/index.js';
@@ -21,7 +24,7 @@ function encodedInto(name: string, avoid: number): { raw: string; bucket: number
  * Escape attempts through a proxy that owns some buckets of cluster a and nothing of cluster b, each judged by its
  * effect: the victim's marker never appears in an answer, and the admin finds the victim's objects as they were.
  */
-describe('the proxy as a trust boundary: no way out of a shard', () => {
+describe.each(['admin', 'least-privilege'] as const)('the proxy as a trust boundary: no way out of a shard (%s identity)', (identity) => {
   const a = cluster(0);
   const b = cluster(1);
   const admin = kubeConfigFor(a).makeApiClient(CoreV1Api);
@@ -36,10 +39,17 @@ describe('the proxy as a trust boundary: no way out of a shard', () => {
   const markerB64 = Buffer.from(marker).toString('base64');
   let harness: TestProxy;
   let api: string;
+  let removeIdentity: (() => Promise<void>) | undefined;
+  /** Each request refused, by who refused it: the proxy, or the API server's RBAC (the least-privilege run only). */
+  const refused: Record<'proxy' | 'rbac', string[]> = { proxy: [], rbac: [] };
 
   const leaked = (res: RawResponse): boolean => res.text.includes(marker) || res.text.includes(markerB64);
-  const send = (method: string, target: string, extra: { headers?: Record<string, string>; body?: string; readMs?: number } = {}): Promise<RawResponse> =>
-    rawRequest(api, { method, target, readMs: 3000, ...extra });
+  const send = async (method: string, target: string, extra: { headers?: Record<string, string>; body?: string; readMs?: number } = {}): Promise<RawResponse> => {
+    const res = await rawRequest(api, { method, target, readMs: 3000, ...extra });
+    const by = refusedBy(res);
+    if (by !== 'none') refused[by].push(`${res.status} ${method} ${target}`);
+    return res;
+  };
 
   beforeAll(async () => {
     expect(owned.has(bucket(victimNs))).toBe(false);
@@ -59,12 +69,20 @@ describe('the proxy as a trust boundary: no way out of a shard', () => {
       homeCluster: a.name,
       clusters: [clusterRoute(a, [...owned]), clusterRoute(b, [])],
     });
-    harness = await startTestProxy({ table, credentialsPath: testbed().kubeconfigPath, maxBodyBytes: 1024 * 1024 });
+    let credentialsPath = testbed().kubeconfigPath;
+    if (identity === 'least-privilege') {
+      credentialsPath = join(await mkdtemp(join(tmpdir(), 'ctrlmesh-escape-')), 'kubeconfig');
+      removeIdentity = await leastPrivilegeKubeconfig({ kc: kubeConfigFor(a), cluster: a, namespace: ownedNs, name: uniqueName('esc-operator'), path: credentialsPath });
+    }
+    harness = await startTestProxy({ table, credentialsPath, maxBodyBytes: 1024 * 1024 });
     api = harness.proxy.apiUrl;
   });
 
   afterAll(async () => {
+    // Which results rest on RBAC: a refusal by the API server's authorizer is one the proxy let through.
+    process.stderr.write(`proxy-escape (${identity} identity): ${refused.proxy.length} refused by the proxy, ${refused.rbac.length} by RBAC${refused.rbac.length ? `: ${refused.rbac.join('; ')}` : ''}\n`);
     await harness?.close();
+    await removeIdentity?.();
     for (const ns of [ownedNs, victimNs, operatorNs]) await admin.deleteNamespace({ name: ns }).catch(() => undefined);
     await adminB.deleteNamespace({ name: ownedNs }).catch(() => undefined);
   });

@@ -1,9 +1,9 @@
 import { mkdir, mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ApiException, KubeConfig, type CoreV1Api } from '@kubernetes/client-node';
+import { ApiException, CoreV1Api, KubeConfig, RbacAuthorizationV1Api, type V1PolicyRule } from '@kubernetes/client-node';
 import { pino } from 'pino';
-import type { ClusterInfo } from '../../../src/dev/index.js';
+import { writeKubeconfig, type ClusterInfo } from '../../../src/dev/index.js';
 import { createRegistry } from '../../../src/metrics/index.js';
 import {
   DEFAULT_MAX_BODY_BYTES,
@@ -197,4 +197,47 @@ export function code(call: Promise<unknown>): Promise<number> {
       throw err;
     },
   );
+}
+
+/** What an operator's ServiceAccount commonly holds, cluster-wide: its own kinds, no RBAC, webhooks or nodes. */
+export const OPERATOR_LIKE_RULES: V1PolicyRule[] = [
+  { apiGroups: [''], resources: ['configmaps', 'secrets', 'pods', 'pods/exec', 'pods/log', 'services', 'events', 'serviceaccounts', 'serviceaccounts/token'], verbs: ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete'] },
+  { apiGroups: [''], resources: ['namespaces'], verbs: ['get', 'list', 'watch', 'create', 'update', 'patch'] },
+  { apiGroups: [''], resources: ['nodes'], verbs: ['get', 'list', 'watch'] },
+  { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete'] },
+  { apiGroups: ['apps'], resources: ['deployments'], verbs: ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete'] },
+];
+
+/**
+ * A least-privilege identity for a proxy: a ServiceAccount in `namespace` (which must exist) bound to a ClusterRole of
+ * `rules` (OPERATOR_LIKE_RULES and any more), as a kubeconfig at `path`. Returns what removes the role and binding.
+ */
+export async function leastPrivilegeKubeconfig(options: {
+  kc: KubeConfig;
+  cluster: Pick<ClusterInfo, 'name' | 'server' | 'caPem'>;
+  namespace: string;
+  name: string;
+  path: string;
+  rules?: V1PolicyRule[];
+}): Promise<() => Promise<void>> {
+  const { kc, cluster, namespace, name, path } = options;
+  const core = kc.makeApiClient(CoreV1Api);
+  const rbac = kc.makeApiClient(RbacAuthorizationV1Api);
+  await rbac.createClusterRole({ body: { metadata: { name }, rules: [...OPERATOR_LIKE_RULES, ...(options.rules ?? [])] } });
+  await core.createNamespacedServiceAccount({ namespace, body: { metadata: { name } } });
+  await rbac.createClusterRoleBinding({
+    body: { metadata: { name }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name }, subjects: [{ kind: 'ServiceAccount', name, namespace }] },
+  });
+  const token = await core.createNamespacedServiceAccountToken({ name, namespace, body: { spec: { audiences: [], expirationSeconds: 3600 } } });
+  await writeKubeconfig(path, [{ name: cluster.name, server: cluster.server, caPem: cluster.caPem, token: token.status?.token as string }]);
+  return async () => {
+    await rbac.deleteClusterRoleBinding({ name }).catch(() => undefined);
+    await rbac.deleteClusterRole({ name }).catch(() => undefined);
+  };
+}
+
+/** Who refused a request: the proxy (its own Status), the API server's authorizer (RBAC), or nobody. */
+export function refusedBy(res: { status: number; text: string }): 'proxy' | 'rbac' | 'none' {
+  if (res.status < 400) return 'none';
+  return /is forbidden: User "[^"]+" cannot/u.test(res.text) ? 'rbac' : 'proxy';
 }
