@@ -30,11 +30,16 @@ export const FEEDS_PER_REQUESTER = 32;
 
 const ms = (value: number): number => value * 1_000_000;
 
+/** What the requester of a watch subject may follow in a feed of `feed`: the bucket and the consumer's filter, or none. */
+export function feedTarget(subject: string, feed: FeedKind): { bucket: string; filter: string } | undefined {
+  return feedFilters(subject)?.[feed];
+}
+
 /** What a requester's subject lets it follow: the filter of each feed kind it may ask for. */
 function feedFilters(subject: string): Partial<Record<FeedKind, { bucket: string; filter: string }>> | undefined {
   const tokens = subject.split('.');
   const named = tokens.slice(3).every((token) => decodeToken(token) !== undefined);
-  if (!named) return undefined;
+  if (`${tokens[0]}.${tokens[1]}.` !== Subjects.watchAll.slice(0, -1) || !named) return undefined;
   if (tokens[2] === 'shard' && tokens.length === 5) {
     return { routes: { bucket: Buckets.routes, filter: `$KV.${Buckets.routes}.${tokens[3]}.${tokens[4]}` } };
   }
@@ -83,7 +88,7 @@ export function serveWatches(options: { link: NatsLink; logger: Logger; heartbea
   const made = new Map<string, { stream: string; name: string }[]>();
 
   const open = async (request: WatchRequest, msg: Msg): Promise<WatchReply> => {
-    const target = feedFilters(msg.subject)?.[request.feed];
+    const target = feedTarget(msg.subject, request.feed);
     if (!target) return { schema: MESSAGE_SCHEMA_VERSION, ok: false, error: `no ${request.feed} feed for ${msg.subject}` };
     const stream = `KV_${target.bucket}`;
     const manager = await jsm();

@@ -31,11 +31,11 @@ export interface NatsRouteSourceOptions {
 }
 
 /**
- * Route tables from the hub's KV bucket, acknowledged on the hub's subject. It connects in the background, so a
- * proxy with a stored table serves while NATS is down. It is leased: it asks the hub leader to extend its lease
- * every quarter lease, and the extensions (signed, for an acknowledged table as new as the hub's) are its only
- * contact; the connection state is not. A hub answer naming a version the watch has not delivered for a while
- * means the watch stalled: it is reopened.
+ * Route tables from the hub's KV bucket, through the feed a hub opens for the shard (a proxy may use no JetStream
+ * API), acknowledged on the hub's subject. It connects in the background, so a proxy with a stored table serves
+ * while NATS is down. It is leased: it asks the hub leader to extend its lease every quarter lease, and the
+ * extensions (signed, for an acknowledged table as new as the hub's) are its only contact; the connection state is
+ * not. A hub answer naming a version the watch has not delivered for a while means the watch stalled: it is reopened.
  */
 export class NatsRouteSource implements RouteSource {
   readonly leased = true;
