@@ -81,7 +81,8 @@ export function serveWatches(options: { link: NatsLink; logger: Logger; heartbea
   const heartbeatMs = options.heartbeatMs ?? FEED_HEARTBEAT_MS;
   let manager: Promise<JetStreamManager> | undefined;
   const jsm = (): Promise<JetStreamManager> => {
-    manager ??= jetstreamManager(link.nc, { checkAPI: false });
+    // Shorter than the requester's wait for an answer (5 s), so a slow JetStream is answered as a refusal in time.
+    manager ??= jetstreamManager(link.nc, { checkAPI: false, timeout: 4_000 });
     return manager;
   };
   /** The feeds made for each requester subject, oldest first. */
