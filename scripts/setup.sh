@@ -16,6 +16,8 @@ command -v runc >/dev/null || need_apt+=(runc)
 [ -x /usr/lib/cni/bridge ] || need_apt+=(containernetworking-plugins)
 command -v iptables >/dev/null || need_apt+=(iptables)
 command -v conntrack >/dev/null || need_apt+=(conntrack)
+# kube-router's firewall enforces NetworkPolicies on the node with iptables and ipsets it fills through ipset.
+command -v ipset >/dev/null || need_apt+=(ipset)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing Debian packages: ${need_apt[*]}"
   export DEBIAN_FRONTEND=noninteractive

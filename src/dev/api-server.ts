@@ -55,7 +55,7 @@ export interface ApiServerHandle extends ClusterInfo, ServerControl {
   issueClientCertificate(user: string, groups?: string[]): Promise<IssuedCertificate>;
 }
 
-const SERVICE_CIDR = '10.0.0.0/24';
+export const SERVICE_CIDR = '10.0.0.0/24';
 // The first address of the service range: the in-cluster `kubernetes` service, which a serving cert should name.
 const KUBERNETES_SERVICE_IP = '10.0.0.1';
 const ADMIN_USER = 'ctrlmesh-admin';

@@ -10,7 +10,7 @@ import { packageRoot } from './package-root.js';
  */
 export const TOOL_NAMES = ['etcd', 'nats-server', 'kube-apiserver', 'kubectl', 'helm', 'conformance-operator'] as const;
 /** What a real node adds (`ctrlmesh dev up --node`): built only when a node is asked for. */
-export const NODE_TOOL_NAMES = ['kubelet', 'kube-proxy', 'kube-scheduler', 'kube-controller-manager', 'sample-controller'] as const;
+export const NODE_TOOL_NAMES = ['kubelet', 'kube-proxy', 'kube-scheduler', 'kube-controller-manager', 'sample-controller', 'kube-router'] as const;
 export type ToolName = (typeof TOOL_NAMES)[number] | (typeof NODE_TOOL_NAMES)[number];
 
 const KUBERNETES_VERSION = DEFAULT_KUBE_VERSION.version;
@@ -92,6 +92,15 @@ export const TOOL_SPECS: Record<ToolName, ToolSpec> = {
     inKubebuilderAssets: false,
     recipe: { kind: 'build', moduleDir: 'controller-runtime', pkg: 'ctrlmesh.dev/tools/controller-runtime/conformance-operator', ldflags: '-s -w' },
     origin: 'sigs.k8s.io/controller-runtime v0.25.2 (tools/controller-runtime/conformance-operator)',
+  },
+  'kube-router': {
+    name: 'kube-router',
+    // The only v2 release the Go module proxy serves; the node runs its network policy controller alone.
+    version: 'v2.1.0',
+    envVar: 'CTRLMESH_KUBE_ROUTER',
+    inKubebuilderAssets: false,
+    recipe: { kind: 'install', pkg: 'github.com/cloudnativelabs/kube-router/v2/cmd/kube-router@v2.1.0', binaryName: 'kube-router', ldflags: '-s -w' },
+    origin: 'github.com/cloudnativelabs/kube-router/v2 (its firewall: NetworkPolicy enforcement with iptables and ipset)',
   },
   'sample-controller': {
     name: 'sample-controller',

@@ -214,20 +214,20 @@ export function kubeChainsRestoreScript(save: string): string | undefined {
   return out.length ? `${out.join('\n')}\n` : undefined;
 }
 
-/** The pids of kubelet and kube-proxy processes running on the host (by executable name), e.g. another node's. */
+/** The pids of kubelet, kube-proxy and kube-router processes running on the host (by executable name), e.g. another node's. */
 export async function kubeNodeProcesses(): Promise<number[]> {
   const pids: number[] = [];
   for (const entry of await readdir('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     const exe = await readlink(`/proc/${entry}/exe`).catch(() => '');
-    if (/^(kubelet|kube-proxy)(-v[\d.]+)?$/.test(basename(exe))) pids.push(Number(entry));
+    if (/^(kubelet|kube-proxy|kube-router)(-v[\d.]+)?$/.test(basename(exe))) pids.push(Number(entry));
   }
   return pids;
 }
 
 /**
- * Removes the kubelet's and kube-proxy's iptables chains (IPv4 and IPv6) and kube-proxy's nftables tables, unless
- * a kubelet or kube-proxy still runs on the host (they would be another node's, whose rules these are too).
+ * Removes the kubelet's, kube-proxy's and kube-router's iptables chains (IPv4 and IPv6) and kube-proxy's nftables
+ * tables, unless one of them still runs on the host (it would be another node's, whose rules these are too).
  * Returns how many chains and tables went, or undefined when skipped.
  */
 export async function removeKubeRules(): Promise<number | undefined> {
@@ -251,5 +251,19 @@ export async function removeKubeRules(): Promise<number | undefined> {
       removed++;
     }
   }
+  return removed;
+}
+
+/**
+ * Destroys the ipsets kube-router's firewall fills (KUBE-SRC-*, KUBE-DST-*) once no node process runs on the host; call after removeKubeRules, since a set an iptables rule names cannot go.
+ * Returns how many went, or undefined when skipped (no ipset, or another node's processes run).
+ */
+export async function removeKubeRouterSets(): Promise<number | undefined> {
+  if ((await kubeNodeProcesses()).length > 0) return undefined;
+  const listed = await tryRun('ipset', ['list', '-n']).catch(() => undefined);
+  if (listed?.code !== 0) return undefined;
+  const names = listed.stdout.split('\n').filter((n) => /^KUBE-(SRC|DST)-/u.test(n));
+  let removed = 0;
+  for (const name of names) if ((await tryRun('ipset', ['destroy', name])).code === 0) removed++;
   return removed;
 }

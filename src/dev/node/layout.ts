@@ -42,6 +42,7 @@ export interface NodeLayout {
   controllerManager: string;
   scheduler: string;
   kubeProxy: string;
+  kubeRouter: string;
 }
 
 export function nodeLayout(dir: string): NodeLayout {
@@ -61,5 +62,6 @@ export function nodeLayout(dir: string): NodeLayout {
     controllerManager: join(dir, 'controller-manager'),
     scheduler: join(dir, 'scheduler'),
     kubeProxy: join(dir, 'kube-proxy'),
+    kubeRouter: join(dir, 'kube-router'),
   };
 }

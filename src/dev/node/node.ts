@@ -14,6 +14,7 @@ import {
   kubeletPodUids,
   removeCniLeftovers,
   removeContainerLogLinks,
+  removeKubeRouterSets,
   removeKubeRules,
   removePodCgroups,
   unmountUnder,
@@ -26,6 +27,7 @@ import { CriClient } from './cri.js';
 import { startKubelet, type KubeletHandle } from './kubelet.js';
 import { startKubeProxy, type KubeProxyHandle, type ProxyMode } from './kube-proxy.js';
 import { checkNodeDir, nodeLayout } from './layout.js';
+import { startNetworkPolicyController, type NetworkPolicyControllerHandle } from './network-policy.js';
 
 /** The pause image the other images of the bed are built beside (imported, never pulled). */
 export const DEFAULT_SANDBOX_IMAGE = 'localhost/ctrlmesh/pause:3.10';
@@ -45,6 +47,8 @@ export interface NodeOptions extends ToolOptions {
   sandboxImage?: string;
   /** kube-proxy's mode; default iptables. */
   proxyMode?: ProxyMode;
+  /** Enforce NetworkPolicies (kube-router's firewall, network-policy.ts), as a cluster's CNI would; default true. */
+  networkPolicies?: boolean;
   logger?: Logger;
   signal?: AbortSignal;
 }
@@ -73,6 +77,8 @@ export interface NodeHandle {
     scheduler: ServerControl;
     kubelet: ServerControl;
     kubeProxy: ServerControl;
+    /** Absent with `networkPolicies: false`. */
+    networkPolicies?: ServerControl;
   };
   /** Stops every daemon, tears every pod down and removes what they left on the host (processes, mounts, rules). */
   stop(): Promise<void>;
@@ -91,6 +97,8 @@ export interface NodeCleanupReport {
   logLinks: number;
   /** KUBE-* iptables chains and kube-proxy nftables tables (0 when another kubelet or kube-proxy runs on the host). */
   kubeRules: number;
+  /** kube-router's ipsets (0 when another node process runs on the host). */
+  kubeRouterSets: number;
   /** The pod bridge ctrlmesh0 (1 when it was there). */
   bridge: number;
 }
@@ -103,6 +111,7 @@ const CLEANUP_LABELS: Record<keyof NodeCleanupReport, string> = {
   cgroups: 'pod cgroups',
   logLinks: '/var/log/containers links',
   kubeRules: 'KUBE-* iptables chains or nftables tables',
+  kubeRouterSets: 'kube-router ipsets',
   bridge: `bridge ${POD_BRIDGE}`,
 };
 
@@ -134,9 +143,10 @@ export async function cleanupNodeLeftovers(dir: string): Promise<NodeCleanupRepo
   const cgroups = await removePodCgroups(podUids);
   const logLinks = await removeContainerLogLinks(layout.kubelet.podLogsDir);
   const kubeRules = (await removeKubeRules()) ?? 0;
+  const kubeRouterSets = (await removeKubeRouterSets()) ?? 0;
   // Its veths went with the pods' network namespaces.
   const bridge = (await removeBridge(POD_BRIDGE)) ? 1 : 0;
-  return { containers: containers.length, shims: shims.length, iptablesRules, mounts: mounts.length, cgroups, logLinks, kubeRules, bridge };
+  return { containers: containers.length, shims: shims.length, iptablesRules, mounts: mounts.length, cgroups, logLinks, kubeRules, kubeRouterSets, bridge };
 }
 
 /** Stops and removes every pod sandbox through the CRI: containerd runs CNI DEL, kills containers, unmounts. */
@@ -158,7 +168,8 @@ async function removeAllPods(containerd: ContainerdHandle, onProgress: (message:
 
 /**
  * A real node for one cluster of the test bed: containerd with runc and CNI bridge networking, the cluster's
- * kube-controller-manager and kube-scheduler, a kubelet and kube-proxy. Started in dependency order, each ready
+ * kube-controller-manager and kube-scheduler, a kubelet, kube-proxy and (unless `networkPolicies: false`)
+ * kube-router's NetworkPolicy firewall. Started in dependency order, each ready
  * before the next; on any failure everything started is stopped and cleaned up again. Needs root.
  */
 export async function startNode(options: NodeOptions): Promise<NodeHandle> {
@@ -189,6 +200,7 @@ export async function startNode(options: NodeOptions): Promise<NodeHandle> {
     kubeProxy: (await resolveTool('kube-proxy', tools)).path,
     scheduler: (await resolveTool('kube-scheduler', tools)).path,
     controllerManager: (await resolveTool('kube-controller-manager', tools)).path,
+    kubeRouter: options.networkPolicies === false ? undefined : (await resolveTool('kube-router', tools)).path,
   };
 
   await enableForwarding(onProgress);
@@ -208,10 +220,11 @@ export async function startNode(options: NodeOptions): Promise<NodeHandle> {
   let scheduler: ControlPlaneComponentHandle | undefined;
   let kubelet: KubeletHandle | undefined;
   let kubeProxy: KubeProxyHandle | undefined;
+  let networkPolicies: NetworkPolicyControllerHandle | undefined;
 
   const stop = async (): Promise<void> => {
     const started = Date.now();
-    await Promise.all([kubeProxy?.stop(), scheduler?.stop(), controllerManager?.stop()]);
+    await Promise.all([kubeProxy?.stop(), networkPolicies?.stop(), scheduler?.stop(), controllerManager?.stop()]);
     await kubeProxy?.cleanup();
     await kubelet?.stop();
     if (containerd?.pid() !== undefined) {
@@ -277,6 +290,13 @@ export async function startNode(options: NodeOptions): Promise<NodeHandle> {
     kubeProxy = await step(`kube-proxy (${options.proxyMode ?? 'iptables'} mode)`, () =>
       startKubeProxy({ ...cp, binary: binaries.kubeProxy, dir: layout.kubeProxy, nodeName: name, mode: options.proxyMode, oomScoreAdj }),
     );
+    const kubeRouter = binaries.kubeRouter;
+    if (kubeRouter !== undefined) {
+      // After the kubelet: it reads its Node (the node's address) at start.
+      networkPolicies = await step('NetworkPolicy enforcement (kube-router, firewall only)', () =>
+        startNetworkPolicyController({ ...cp, binary: kubeRouter, dir: layout.kubeRouter, nodeName: name }),
+      );
+    }
   } catch (err) {
     await stop().catch((stopErr: unknown) => logger?.warn({ err: stopErr }, `node ${name}: cleanup after a failed start failed`));
     throw err;
@@ -296,7 +316,7 @@ export async function startNode(options: NodeOptions): Promise<NodeHandle> {
       controllerManager: controllerManager.kubeconfigPath,
       scheduler: scheduler.kubeconfigPath,
     },
-    components: { containerd: ctd, controllerManager, scheduler, kubelet: kl, kubeProxy },
+    components: { containerd: ctd, controllerManager, scheduler, kubelet: kl, kubeProxy, ...(networkPolicies ? { networkPolicies } : {}) },
     stop,
     restartKubelet: async () => {
       const started = Date.now();
