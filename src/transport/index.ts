@@ -35,7 +35,7 @@ export { createBuckets, openBucket, type ControlBuckets } from './buckets.js';
 export { createKeptBuckets, isWrongRevision, type KeptBuckets } from './bucket-keeper.js';
 export { watchKv, type Watch } from './kv-watch.js';
 export { watchFeed, type FeedEntry } from './feed-watch.js';
-export { FEED_HEARTBEAT_MS, serveWatches } from './feed-server.js';
+export { FEED_HEARTBEAT_MS, FEEDS_PER_REQUESTER, serveWatches } from './feed-server.js';
 export { DROP_LOG_INTERVAL_MS, peerDrops, publishMessage, replyInboxKey, requestMessage, respondMessage, subscribeMessages } from './pubsub.js';
 export { RouteTableKind, openRouteTable, routeSigner, type RouteSigner } from './route-signing.js';
 export {

@@ -16,6 +16,7 @@ import {
   MESSAGE_SCHEMA_VERSION,
   Messages,
   RouteTableKind,
+  FEEDS_PER_REQUESTER,
   Subjects,
   encodeMessage,
   inboxPrefixFor,
@@ -455,6 +456,32 @@ describe('the control-plane bus tried as an attacker would (TLS + JWT auth, a re
     expect(hub.isLeader()).toBe(true);
     expect((await genuine()).version).toBe(routesBefore.version);
     expect(applied()).toBe(routesBefore.version);
+  });
+
+  it('a proxy identity asking for feeds without end has the server hold a bounded number of consumers', async () => {
+    const flood = `${a}/flood`;
+    const nc = await as({ role: 'proxy', operator, shard: flood });
+    const watch = Subjects.watchShard(operator, flood);
+    const opened: string[] = [];
+    const sub = observer.subscribe(Subjects.feedsOf(watch), {
+      callback: (_err, msg) => {
+        if (!msg.reply && msg.headers?.code !== 100 && (JSON.parse(msg.string()) as { ok?: unknown }).ok === true) opened.push(msg.subject);
+      },
+    });
+    await observer.flush();
+    const asked = FEEDS_PER_REQUESTER + 8;
+    for (let i = 0; i < asked; i++) nc.publish(watch, encode({ schema: MESSAGE_SCHEMA_VERSION, feed: 'routes', id: `flood${i}x${Date.now()}` }));
+    await nc.flush();
+    await eventually(() => expect(opened).toHaveLength(asked), 10_000);
+    sub.unsubscribe();
+    const held = async (): Promise<number> => {
+      let count = 0;
+      for await (const info of (await jetstreamManager(observer)).consumers.list(`KV_${Buckets.routes}`)) {
+        if (info.config.deliver_subject?.startsWith(Subjects.feedsOf(watch).slice(0, -1))) count += 1;
+      }
+      return count;
+    };
+    await eventually(async () => expect(await held()).toBe(FEEDS_PER_REQUESTER), 5_000);
   });
 
   it('the bootstrap identity can only ask to register: it cannot listen to registrations (and their tokens)', async () => {
