@@ -1,5 +1,17 @@
 import { spawn } from 'node:child_process';
-import { AppsV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, KubernetesObjectApi, RbacAuthorizationV1Api, type KubernetesObject, type V1Pod } from '@kubernetes/client-node';
+import { PassThrough } from 'node:stream';
+import {
+  AppsV1Api,
+  CoreV1Api,
+  CustomObjectsApi,
+  Exec,
+  KubeConfig,
+  KubernetesObjectApi,
+  RbacAuthorizationV1Api,
+  type KubernetesObject,
+  type V1Pod,
+  type V1Status,
+} from '@kubernetes/client-node';
 import { isApiStatus } from '../../src/kube/index.js';
 import { eventually } from '../integration/control-fixture.js';
 
@@ -95,6 +107,37 @@ export function portForward(kubectl: string, kubeconfigPath: string, namespace: 
     child.once('exit', (code) => {
       clearTimeout(timer);
       reject(new Error(`kubectl port-forward ${namespace}/${pod}:${port} exited ${code}: ${output}`));
+    });
+  });
+}
+
+/** What a command run in a container by `kubectl exec` printed, and its exit code. */
+export interface ExecResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs a command in a pod's container through the API server and the kubelet, as `kubectl exec` does. */
+export async function execIn(c: Clients, namespace: string, pod: string, container: string, command: readonly string[], timeoutMs = 60_000): Promise<ExecResult> {
+  const [stdout, stderr] = [new PassThrough(), new PassThrough()];
+  let out = '';
+  let err = '';
+  stdout.on('data', (chunk: Buffer) => (out += chunk.toString('utf8')));
+  stderr.on('data', (chunk: Buffer) => (err += chunk.toString('utf8')));
+  return new Promise<ExecResult>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`exec in ${namespace}/${pod}/${container} ran over ${timeoutMs} ms: ${out}${err}`)), timeoutMs);
+    const done = (status: V1Status): void => {
+      clearTimeout(timer);
+      // A failed command's status carries its exit code as the cause ExitCode.
+      const exit = status.details?.causes?.find((x) => x.reason === 'ExitCode')?.message;
+      const code = status.status === 'Success' ? 0 : Number(exit ?? -1);
+      // The status frame may come before the streams' last chunks are read.
+      setTimeout(() => resolve({ code, stdout: out, stderr: err }), 100);
+    };
+    new Exec(c.kc).exec(namespace, pod, container, [...command], stdout, stderr, null, false, done).catch((e: unknown) => {
+      clearTimeout(timer);
+      reject(e instanceof Error ? e : new Error(String(e)));
     });
   });
 }

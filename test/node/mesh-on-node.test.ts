@@ -1,8 +1,9 @@
 import { readFile, rm } from 'node:fs/promises';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
-import { AdmissionregistrationV1Api, ApiException, CoordinationV1Api, Exec, PatchStrategy, setHeaderOptions, type V1Pod } from '@kubernetes/client-node';
+import { AdmissionregistrationV1Api, ApiException, CoordinationV1Api, Exec, PatchStrategy, setHeaderOptions, type KubernetesObject, type V1Pod } from '@kubernetes/client-node';
 import { Agent, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { INJECT_PATH, PROXY_SECRET_KEYS, proxySecretName } from '../../src/agent/index.js';
@@ -15,6 +16,7 @@ import { eventually } from '../integration/control-fixture.js';
 import { bucket, clusterRoute, routeTable, silent, startTestProxy, type TestProxy } from '../integration/helpers/proxy.js';
 import { apiServerMetric } from '../integration/helpers/testbed.js';
 import { applyAll, clients, deleteIfPresent, isReady, podLog, portForward, readyPods, type Clients, type PortForward } from './kube.js';
+import { applyChartProxyPolicy, connectFrom, ownApiCalls, type ConnectOutcome } from './network.js';
 import { putOperatorSecret } from './proxy-secret.js';
 import { credentialsAccount, operatorAccess, rootConfig, statefulSet, type OperatorSpec } from './operators.js';
 import { fooCrd } from './sample-controller.js';
@@ -78,6 +80,7 @@ describe('the mesh on a real node: helm-installed, injected, sharded operators i
   let bed: NodeBed;
   let c: Clients;
   let kubectl: string;
+  let helm: string;
   const workloads = Array.from({ length: WORKLOAD_NAMESPACES }, (_, i) => `work-${i}`);
 
   const demo = (image: string): OperatorSpec => ({
@@ -102,9 +105,16 @@ describe('the mesh on a real node: helm-installed, injected, sharded operators i
     ],
   });
 
-  /** The operator's namespace, its credentials' account and rights, and the proxy Secret with shards 1 to 3's keys. */
+  /**
+   * The operator's namespace, its credentials' account and rights, the proxy Secret with shards 1 to 3's keys, and
+   * the agent chart's ctrlmesh-proxy NetworkPolicy there (networkPolicy.operatorNamespaces), in force before its pods.
+   */
   const installAccess = async (op: OperatorSpec): Promise<void> => {
     await applyAll(c, operatorAccess(op));
+    await applyChartProxyPolicy(
+      { helm, kubectl, kubeconfigPath: bed.info.cluster.kubeconfigPath, meshDir: join(bed.info.dir, 'mesh'), release: bed.info.mesh.releases.agent, namespace: bed.info.mesh.namespace },
+      op.namespace,
+    );
     const token = await c.core.createNamespacedServiceAccountToken({ name: credentialsAccount(op), namespace: op.namespace, body: { spec: { audiences: [], expirationSeconds: 86_400 } } });
     await putOperatorSecret(c.core, bed.info.mesh, {
       namespace: op.namespace,
@@ -116,23 +126,27 @@ describe('the mesh on a real node: helm-installed, injected, sharded operators i
   };
   /** A port-forward per hub pod to its /status, which listens on the pod's 127.0.0.1 alone (docs/install.md). */
   const statusForwards = new Map<string, PortForward>();
+  /** One pod's /status. A forward whose streams broke (its pod went, or containerd restarted under it) is opened again once. */
+  const podStatus = async (name: string, fresh = false): Promise<HubStatus> => {
+    let forward = statusForwards.get(name);
+    if (!forward) {
+      forward = await portForward(kubectl, bed.info.cluster.kubeconfigPath, bed.info.mesh.namespace, name, HUB_STATUS_PORT);
+      statusForwards.set(name, forward);
+    }
+    try {
+      return (await (await fetch(`${forward.url}/status`)).json()) as HubStatus;
+    } catch (err) {
+      statusForwards.delete(name);
+      forward.close();
+      if (fresh) throw err;
+      return podStatus(name, true);
+    }
+  };
   /** The leading hub's view, from its /status through `kubectl port-forward`, as an operator of the mesh reads it. */
   const hubStatus = async (): Promise<HubStatus> => {
     const pods = (await c.core.listNamespacedPod({ namespace: bed.info.mesh.namespace, labelSelector: 'app.kubernetes.io/name=ctrlmesh-hub' })).items;
     for (const pod of pods) {
-      const name = pod.metadata?.name as string;
-      let forward = statusForwards.get(name);
-      if (!forward) {
-        forward = await portForward(kubectl, bed.info.cluster.kubeconfigPath, bed.info.mesh.namespace, name, HUB_STATUS_PORT);
-        statusForwards.set(name, forward);
-      }
-      const res = await fetch(`${forward.url}/status`).catch((err: unknown) => {
-        // A forward whose pod went away: opened again next time.
-        statusForwards.delete(name);
-        forward?.close();
-        throw err;
-      });
-      const status = (await res.json()) as HubStatus;
+      const status = await podStatus(pod.metadata?.name as string);
       if (status.leader) return status;
     }
     throw new Error('no hub pod leads');
@@ -171,6 +185,7 @@ describe('the mesh on a real node: helm-installed, injected, sharded operators i
     });
     c = clients(bed.info.cluster.kubeconfigPath);
     kubectl = (await resolveTool('kubectl')).path;
+    helm = (await resolveTool('helm')).path;
   }, 1_500_000);
 
   afterAll(async () => {
@@ -253,6 +268,22 @@ describe('the mesh on a real node: helm-installed, injected, sharded operators i
           expect(secret?.items?.map((i) => i.key)).toEqual([PROXY_SECRET_KEYS.kubeconfig, PROXY_SECRET_KEYS.natsCa, PROXY_SECRET_KEYS.natsCreds]);
         }
       }
+    });
+
+    it("an operator container calling the API server itself finds no token and is refused (401/403), through the Service and the node's address", async () => {
+      const op = operators[0] as OperatorSpec;
+      const [pod] = await readyPods(c, op.namespace, `app=${op.name}`, 2);
+      const name = pod?.metadata?.name as string;
+      // The proxy's credentials are mounted into the proxy alone; no container has a ServiceAccount token.
+      const operator = pod?.spec?.containers.find((x) => x.name === 'operator');
+      expect(operator?.volumeMounts?.map((m) => m.name) ?? []).not.toContain('ctrlmesh-proxy-credentials');
+      expect(pod?.spec?.volumes?.some((v) => v.projected?.sources?.some((s) => s.serviceAccountToken))).toBe(false);
+      const direct = `https://${bed.info.node.address}:${new URL(bed.info.cluster.server).port}`;
+      const report = await ownApiCalls(c, op.namespace, name, 'operator', [direct], `/api/v1/namespaces/${op.namespace}/secrets`);
+      expect(report.credentials.filter((where) => where.includes('serviceaccount'))).toEqual([]);
+      expect(Object.keys(report.answers).length).toBeGreaterThanOrEqual(2);
+      for (const [call, answer] of Object.entries(report.answers)) expect(answer, call).toMatch(/^(401|403|ECONNREFUSED|EHOSTUNREACH|ENETUNREACH|ETIMEDOUT)$/);
+      process.stderr.write(`own API calls from ${op.namespace}/${name}/operator (credentials found: ${report.credentials.join(', ') || 'none'}): ${JSON.stringify(report.answers)}\n`);
     });
 
     it('the sample operator: every ConfigMap is reconciled by exactly the pod that owns its bucket', async () => {
@@ -362,7 +393,8 @@ describe('the mesh on a real node: helm-installed, injected, sharded operators i
       await bed.node.restartKubelet();
       const after = await readyPods(c, op.namespace, `app=${op.name}`, 3);
       expect(ids(after)).toEqual(ids(before));
-      const expected = await owners(`${op.namespace}/${op.prefix}-root`, op.name);
+      // Retried: until the restarted kubelet has its pods again, it answers a port-forward with "pod does not exist".
+      const expected = await eventually(() => owners(`${op.namespace}/${op.prefix}-root`, op.name), 60_000, 1000);
       for (const ns of workloads) await applyAll(c, [{ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'after-restart', namespace: ns, labels: { app: 'demo' } } }]);
       await eventually(async () => {
         for (const ns of workloads) expect((await c.core.readNamespacedConfigMap({ name: 'after-restart', namespace: ns })).metadata?.annotations?.[RECONCILED_BY]).toBe(expected.get(ns));
@@ -737,5 +769,93 @@ describe('the mesh on a real node: helm-installed, injected, sharded operators i
       process.stderr.write(`figures: adding a 3rd shard moved ${moved.length} units, unserved ${Math.min(...gaps)}-${Math.max(...gaps)} ms each (${moved.map((h) => h.grantedBy).join(',')})\n`);
       expect(moved.every((h) => h.grantedBy === 'ack')).toBe(true);
     }, 600_000);
+  });
+
+  describe('NetworkPolicies, enforced on the node by kube-router', () => {
+    const outside = `outside-${Math.random().toString(36).slice(2, 8)}`;
+    // The charts' default monitoringNamespaceSelector names this namespace.
+    const monitoring = 'monitoring';
+    const shellPod = (namespace: string): KubernetesObject => ({
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'shell', namespace, labels: { app: 'shell' } },
+      spec: {
+        containers: [{ name: 'shell', image: bed.info.images.controllermesh, imagePullPolicy: 'Never', command: ['/usr/local/bin/node', '-e', 'setInterval(() => undefined, 1 << 30)'] }],
+        terminationGracePeriodSeconds: 0,
+      },
+    } as KubernetesObject);
+    /** A TCP connect from the host, which every NetworkPolicy implementation admits (the kubelet's probes come from it). */
+    const fromHost = (target: string): Promise<ConnectOutcome> =>
+      new Promise((resolvePromise) => {
+        const i = target.lastIndexOf(':');
+        const socket = connect({ host: target.slice(0, i), port: Number(target.slice(i + 1)) });
+        const done = (outcome: ConnectOutcome): void => {
+          socket.destroy();
+          resolvePromise(outcome);
+        };
+        socket.setTimeout(3000, () => done('ETIMEDOUT'));
+        socket.once('connect', () => done('connected'));
+        socket.once('error', (err: NodeJS.ErrnoException) => done(err.code ?? err.message));
+      });
+    const podIp = async (namespace: string, selector: string): Promise<string[]> =>
+      (await c.core.listNamespacedPod({ namespace, labelSelector: selector })).items.filter((p) => isReady(p) && !p.metadata?.deletionTimestamp).map((p) => p.status?.podIP as string);
+
+    beforeAll(async () => {
+      for (const namespace of [outside, monitoring]) await applyAll(c, [{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: namespace } }, shellPod(namespace)]);
+      for (const namespace of [outside, monitoring]) await readyPods(c, namespace, 'app=shell', 1);
+    }, 300_000);
+
+    afterAll(async () => {
+      for (const name of [outside, monitoring]) await deleteIfPresent(() => c.core.deleteNamespace({ name }));
+    });
+
+    it("a pod outside the mesh reaches none of NATS's, the hub's, the agent's or a proxy's ports but the two webhooks; the monitoring namespace reaches the ops ports alone", async () => {
+      expect(bed.node.components.networkPolicies).toBeDefined();
+      const meshNs = bed.info.mesh.namespace;
+      const [nats] = await podIp(meshNs, 'app.kubernetes.io/name=ctrlmesh-nats');
+      const hubs = await podIp(meshNs, 'app.kubernetes.io/name=ctrlmesh-hub');
+      const [agent] = await podIp(meshNs, 'app.kubernetes.io/name=ctrlmesh-agent');
+      const [proxy] = await podIp('op-demo', 'app=sample-operator');
+      const [webhookProxy] = await podIp('op-hook', 'app=hook-operator');
+      const natsService = new URL(bed.info.mesh.natsUrl).host;
+      // Who may connect where, by the charts' policies (docs/install.md, section 7): `mesh` only the mesh's own pods,
+      // `monitoring` also the monitoring namespaces, `anyone` every source.
+      const ports: [string, 'mesh' | 'monitoring' | 'anyone'][] = [
+        [`${nats}:4222`, 'mesh'],
+        [natsService, 'mesh'],
+        [`${nats}:8222`, 'monitoring'],
+        ...hubs.map((ip): [string, 'monitoring'] => [`${ip}:9464`, 'monitoring']),
+        [`${agent}:9465`, 'monitoring'],
+        [`${agent}:9443`, 'anyone'],
+        [`${proxy}:5441`, 'monitoring'],
+        [`${webhookProxy}:5441`, 'monitoring'],
+        [`${webhookProxy}:5445`, 'anyone'],
+        // The operator's own webhook port, where the other shards' proxies send reviews on.
+        [`${webhookProxy}:${WEBHOOK_PORT}`, 'mesh'],
+      ];
+      const targets = ports.map(([t]) => t);
+      // Every port listens: the host, which the policies never restrict, connects to each.
+      for (const target of targets) expect(await fromHost(target), `host to ${target}`).toBe('connected');
+      const seen = await eventually(async () => {
+        const [fromOutside, fromMonitoring] = await Promise.all([connectFrom(c, outside, 'shell', 'shell', targets), connectFrom(c, monitoring, 'shell', 'shell', targets)]);
+        // kube-router rejects with an ICMP port unreachable, which the kernel sends a peer at most about once a second
+        // after a burst (net.ipv4.icmp_ratelimit): a connect past the burst is not answered, and times out.
+        const refused = /^(ECONNREFUSED|ETIMEDOUT)$/u;
+        for (const [target, who] of ports) {
+          expect(fromOutside.get(target), `${outside} to ${target}`).toMatch(who === 'anyone' ? /^connected$/u : refused);
+          expect(fromMonitoring.get(target), `${monitoring} to ${target}`).toMatch(who === 'mesh' ? refused : /^connected$/u);
+        }
+        return { fromOutside, fromMonitoring };
+      }, 60_000, 2000);
+      const line = (m: Map<string, ConnectOutcome>): string => [...m].map(([t, o]) => `${t} ${o}`).join(', ');
+      process.stderr.write(`network policies: from ${outside}: ${line(seen.fromOutside)}\nfrom ${monitoring}: ${line(seen.fromMonitoring)}\n`);
+      // And the mesh still serves under them: a new ConfigMap is reconciled by its owner.
+      const op = 'op-demo/demo-root';
+      const expected = await owners(op, 'sample-operator');
+      for (const ns of workloads) await applyAll(c, [{ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'after-policies', namespace: ns, labels: { app: 'demo' } } }]);
+      await eventually(async () => {
+        for (const ns of workloads) expect((await c.core.readNamespacedConfigMap({ name: 'after-policies', namespace: ns })).metadata?.annotations?.[RECONCILED_BY], ns).toBe(expected.get(ns));
+      }, 120_000, 1000);
+    }, 300_000);
   });
 });
