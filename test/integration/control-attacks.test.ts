@@ -360,6 +360,16 @@ describe('the control-plane bus tried as an attacker would (TLS + JWT auth, a re
         { subject: `${api}.CONSUMER.INFO.${stream}.${PULL}`, body: '' },
         { subject: `${api}.CONSUMER.NAMES.${stream}`, body: {} },
         { subject: `${api}.CONSUMER.LIST.${stream}`, body: {} },
+        { subject: `${api}.DIRECT.GET.${stream}`, body: { multi_last: [`$KV.${bucket}.>`], batch: 10 } },
+        // A snapshot streams the store to a deliver subject of the request's choosing.
+        { subject: `${api}.STREAM.SNAPSHOT.${stream}`, body: { deliver_subject: target, chunk_size: 1024 } },
+        // Writes: a stream that captured the bus, a purge, a deletion; refused, so their answers go nowhere either.
+        { subject: `${api}.STREAM.UPDATE.${stream}`, body: { name: stream, subjects: [`$KV.${bucket}.>`, `atk${n}.>`] } },
+        { subject: `${api}.STREAM.PURGE.${stream}`, body: {} },
+        { subject: `${api}.STREAM.MSG.DELETE.${stream}`, body: { seq: 1 } },
+        { subject: `${api}.CONSUMER.DELETE.${stream}.${PULL}`, body: '' },
+        { subject: `${api}.CONSUMER.PAUSE.${stream}.${PULL}`, body: { pause_until: '2100-01-01T00:00:00Z' } },
+        { subject: `${api}.STREAM.LEADER.STEPDOWN.${stream}`, body: '' },
       );
     }
     out.push(
@@ -453,6 +463,11 @@ describe('the control-plane bus tried as an attacker would (TLS + JWT auth, a re
     const streams: string[] = [];
     for await (const name of jsm.streams.names()) streams.push(name);
     expect(streams.sort()).toEqual(Object.values(Buckets).map((b) => `KV_${b}`).sort());
+    for (const bucket of Object.values(Buckets)) {
+      const info = await jsm.streams.info(`KV_${bucket}`);
+      expect(info.config.subjects, bucket).toEqual([`$KV.${bucket}.>`]);
+      expect((await jsm.consumers.info(`KV_${bucket}`, PULL)).config.durable_name).toBe(PULL);
+    }
     expect(hub.isLeader()).toBe(true);
     expect((await genuine()).version).toBe(routesBefore.version);
     expect(applied()).toBe(routesBefore.version);
