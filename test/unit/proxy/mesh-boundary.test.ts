@@ -129,6 +129,8 @@ describe('cluster-scoped objects', () => {
     expect(judge(head('GET', '/apis/rbac.authorization.k8s.io/v1/clusterroles/admin'))).toBe('forward plain');
     expect(judge(head('POST', '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews'))).toBe('forward plain');
     expect(judge(head('POST', '/apis/authentication.k8s.io/v1/tokenreviews'))).toBe('forward plain');
+    // Only created: a review is never stored, so any other write is no review.
+    expect(judge(head('DELETE', '/apis/authentication.k8s.io/v1/tokenreviews/x'))).toBe('403 Forbidden');
     expect(judge(head('GET', '/api/v1/namespaces'))).toBe('forward plain');
   });
 
@@ -145,6 +147,10 @@ describe('cluster-scoped objects', () => {
     expect(created(post, '{"metadata":{"name":"w"}}')).toBe('403 Forbidden');
     expect(created(head('POST', '/apis/example.io/v1/clusterwidgets', { hasBody: true, contentType: 'application/yaml' }), 'metadata: {}')).toBe('415 UnsupportedMediaType');
     expect(judge(head('POST', '/apis/example.io/v1/clusterwidgets'))).toBe('400 BadRequest');
+    // No answer to judge a HEAD by; no update or patch of a collection.
+    expect(judge(head('HEAD', '/apis/example.io/v1/clusterwidgets/w'))).toBe('405 MethodNotAllowed');
+    expect(judge(head('PATCH', '/apis/example.io/v1/clusterwidgets'))).toBe('405 MethodNotAllowed');
+    expect(judge(head('PUT', '/api/v1/secrets'))).toBe('405 MethodNotAllowed');
   });
 });
 

@@ -68,7 +68,7 @@ function decideOutsideNamespaces(info: ResourceRequest, view: ClusterShardView, 
   if (isWrite(verb) && view.mayWriteUnsharded(group, resource, subresource)) return PASS;
   const many = verb === 'list' || verb === 'watch' || verb === 'deletecollection';
   if (isBuiltInGroup(group)) {
-    if (isWrite(verb) && !REVIEWS.has(`${group}/${resource}`)) {
+    if (isWrite(verb) && !(verb === 'create' && REVIEWS.has(`${group}/${resource}`))) {
       return forbidden(
         `writing ${describe(group, resource, subresource)}${name === undefined ? '' : ` "${name}"`} can grant access beyond shard "${shard}"'s buckets: refused unless the ShardingConfig's spec.unshardedWrites names it`,
         group,
@@ -94,6 +94,10 @@ function decideOutsideNamespaces(info: ResourceRequest, view: ClusterShardView, 
 export function decide(info: RequestInfo, view: ClusterShardView, shard: string): Decision {
   if (info.kind === 'nonresource') return PASS;
   const { verb, group, resource, namespace, name } = info;
+  // The API server serves no update or patch of a collection: refused here rather than trusted to fail there.
+  if ((verb === 'update' || verb === 'patch') && name === undefined) {
+    return { kind: 'deny', body: statusBody(405, 'MethodNotAllowed', `${verb} of ${describe(group, resource)} needs the name of an object`, { group, kind: resource }) };
+  }
   const namespaceObject = group === '' && resource === 'namespaces';
   if (namespaceObject && namespace === undefined && (verb === 'create' || verb === 'deletecollection')) {
     const what = verb === 'create' ? 'a Namespace create that does not name the namespace' : 'deleting every Namespace';

@@ -277,7 +277,9 @@ function complete(plan: Plan, head: RequestHead): Judgement {
     if (info.verb === 'update' || info.verb === 'patch' || info.verb === 'delete') {
       return { ...plan, objectWrite: { ...info, verb: info.verb } };
     }
-    // A read of one object judged by its uid or labels is judged from the answer, which the proxy must then be able to read.
+    // A read of one object judged by its uid or labels is judged from the answer, which the proxy must then be able to
+    // read: a HEAD's answer has no object.
+    if (info.verb === 'get' && head.method === 'HEAD') return refuse(plan, statusBody(405, 'MethodNotAllowed', 'this object is judged from its answer, which a HEAD has not: send GET'));
     if (info.verb === 'get') return { ...plan, answer: 'object', identity: true, accept: readableAccept(plan.query, head.accept) };
   }
   if (info.verb === 'list' && !watch) {

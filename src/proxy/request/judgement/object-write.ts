@@ -3,6 +3,7 @@ import type { ClusterEntry } from '../../routes/route-state.js';
 import type { ObjectMetadata } from '../../routes/shard-view.js';
 import { readBoundedBody, type ResourceRequest } from '../parse/index.js';
 import { statusBody, statusFor, type KubeStatus } from './status.js';
+import { labelsAfter } from './labels-after.js';
 import { withUidPrecondition } from './uid-precondition.js';
 import { refuse, type Judgement, type Plan } from './judge.js';
 
@@ -87,6 +88,20 @@ async function judgeObjectWrite(options: {
       `${describe(info, view)}${unit} belongs to ${owner === undefined ? 'another shard' : `shard "${owner}"`}, not to shard "${shard}": write refused`,
       { ...(info.name === undefined ? {} : { name: info.name }), group: info.group, kind: info.resource },
     );
+  }
+  // An object whose labels are its bucket must stay in the shard's buckets: a write is judged by where it leaves it too.
+  if (info.verb !== 'delete' && !entry.view.shardsByObject(info.group, info.resource)) {
+    const after = labelsAfter(info.verb, options.contentType, options.body, metadata.labels ?? {});
+    if (after === undefined) {
+      return statusFor(400, `the proxy judges where a write leaves ${describe(info, entry.view)} by its labels, and cannot tell them from this ${info.verb}: send the labels as a JSON object of strings`);
+    }
+    if (!entry.view.admits(info.group, info.resource, { ...metadata, labels: after })) {
+      return statusBody(403, 'Forbidden', `${describe(info, entry.view)}: the ${info.verb} would leave it outside the buckets of shard "${shard}": write refused`, {
+        ...(info.name === undefined ? {} : { name: info.name }),
+        group: info.group,
+        kind: info.resource,
+      });
+    }
   }
   const judged = withUidPrecondition(info.verb, options.contentType, options.body, { uid, resourceVersion });
   return 'code' in judged ? statusFor(judged.code, judged.message) : judged;
