@@ -352,7 +352,7 @@ describe('Helm charts', () => {
     await expect(template({ chart: 'ctrlmesh-hub', namespace: 'ctrlmesh-system', set: ['status.port=9464'] })).rejects.toThrow(/status\.port must differ from port/);
   });
 
-  it("the agent chart puts a policy in each operator namespace listed: the proxy's webhook and ops ports only; the API server stores it", async () => {
+  it("the agent chart puts a policy in each operator namespace listed: the proxy's webhook and ops ports, and every port from the shards' own pods; the API server stores it", async () => {
     const namespaces = [uniqueName('op'), uniqueName('op')];
     for (const ns of namespaces) await run(kubectl, ['--kubeconfig', kubeconfig(), 'create', 'namespace', ns]);
     try {
@@ -369,7 +369,7 @@ describe('Helm charts', () => {
         expect((JSON.parse(stdout) as RenderedObject).spec).toEqual({
           podSelector: { matchLabels: { 'ctrlmesh.kusionstack.io/enable-proxy': 'true' } },
           policyTypes: ['Ingress'],
-          ingress: [{ ports: [tcp(5445)] }, { from: [monitoring], ports: [tcp(5441)] }, { ports: [tcp(8080)] }],
+          ingress: [{ ports: [tcp(5445)] }, { from: [monitoring], ports: [tcp(5441)] }, { from: [{ podSelector: { matchLabels: { 'ctrlmesh.kusionstack.io/enable-proxy': 'true' } } }] }, { ports: [tcp(8080)] }],
         });
       }
     } finally {
