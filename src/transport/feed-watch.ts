@@ -57,7 +57,9 @@ function entryOf(msg: Msg, streamSeq: number): FeedEntry | undefined {
  * Follows KV keys through a feed a hub opens on the identity's behalf (src/transport/feed-server.ts), since agents and
  * proxies may use no JetStream API. It subscribes to a new feed subject, asks a hub to deliver there, and survives
  * NATS trouble as a KV watch does: when the feed goes silent, skips a message, or the connection comes back, a new
- * one is opened from the revision after the last one seen; a bucket created again is read from the start.
+ * one is opened from the revision after the last one seen; a bucket created again is read from the start. A consumer
+ * delivers what the stream stored only, never a compare-and-set it refused (test/integration/control-attacks.test.ts,
+ * 'a compare-and-set the bucket refuses never reaches the proxy').
  */
 export function watchFeed(options: WatchFeedOptions): Watch {
   const { link, logger } = options;

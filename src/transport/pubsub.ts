@@ -52,8 +52,9 @@ export function answer(msg: Msg, data: Uint8Array): void {
 
 /**
  * Whether a request's reply subject is one a subscriber answers on: a requester's inbox, and not the answering
- * identity's own (where its JetStream answers arrive). Another identity's inbox is answered: its client drops an
- * answer it did not ask for.
+ * identity's own (where its JetStream answers arrive; test/unit/transport/reply-inbox.test.ts, 'drops a request whose
+ * reply is the answering identity's own inbox'). Another identity's inbox is answered: its client drops an answer it
+ * did not ask for.
  */
 function answerable(link: NatsLink, reply: string | undefined): boolean {
   const key = replyInboxKey(reply);
