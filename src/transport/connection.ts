@@ -17,8 +17,6 @@ export interface ConnectionEvent {
 export interface NatsLink {
   nc: NatsConnection;
   js: JetStreamClient;
-  /** The prefix of this identity's reply inboxes (`_INBOX_<public key>`), when it has a key. */
-  inboxPrefix?: string;
   state(): ConnectionState;
   /** Registers a listener for state changes; returns a function that removes it. */
   onEvent(listener: (event: ConnectionEvent) => void): () => void;
@@ -59,10 +57,9 @@ export async function connectNats(options: ConnectOptions): Promise<NatsLink> {
       'still connecting to NATS: check the URL, that the server certificate names that host (and --nats-ca signed it), and the credentials',
     );
   }, CONNECT_PROGRESS_MS);
-  const connection = natsConnectionOptions(config);
   try {
     nc = await connect({
-      ...connection,
+      ...natsConnectionOptions(config),
       ...(options.authenticator ? { authenticator: options.authenticator, ignoreAuthErrorAbort: true } : {}),
       name: options.name,
       maxReconnectAttempts: -1,
@@ -123,7 +120,6 @@ export async function connectNats(options: ConnectOptions): Promise<NatsLink> {
   return {
     nc,
     js: jetstream(nc),
-    ...(connection.inboxPrefix ? { inboxPrefix: connection.inboxPrefix } : {}),
     state: () => state,
     onEvent(listener) {
       listeners.add(listener);

@@ -51,18 +51,6 @@ export function answer(msg: Msg, data: Uint8Array): void {
 }
 
 /**
- * Whether a request's reply subject is one a subscriber answers on: a requester's inbox, and not the answering
- * identity's own (where its JetStream answers arrive; test/unit/transport/reply-inbox.test.ts, 'drops a request whose
- * reply is the answering identity's own inbox'). Another identity's inbox is answered: its client drops an answer it
- * did not ask for.
- */
-function answerable(link: NatsLink, reply: string | undefined): boolean {
-  const key = replyInboxKey(reply);
-  if (key === undefined) return false;
-  return key === '' || link.inboxPrefix === undefined || link.inboxPrefix !== `_INBOX_${key}`;
-}
-
-/**
  * What peers send that is dropped or refused is logged at most once per cause and sender every DROP_LOG_INTERVAL_MS,
  * with the number held back since (`suppressed`): any peer the server lets publish could otherwise write the log as
  * fast as it sends. The sender is the subject, which the server's permissions tie to one identity (a cluster's
@@ -82,7 +70,7 @@ export function subscribeMessages<S extends TSchema>(options: SubscribeOptions<S
         logger.warn({ err, subject: options.subject }, 'subscription error');
         return;
       }
-      if (options.requests === true && !answerable(options.link, msg.reply)) {
+      if (options.requests === true && replyInboxKey(msg.reply) === undefined) {
         peerDrops.warn(logger, `reply ${msg.subject}`, { subject: msg.subject, reply: msg.reply?.slice(0, 200) }, "dropped a request whose reply subject is not a requester's inbox");
         return;
       }
