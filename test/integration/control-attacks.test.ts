@@ -3,7 +3,7 @@ import { readFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:net';
 import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
-import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { connect, headers, type NatsConnection } from '@nats-io/transport-node';
 import { createServer as createNkey } from '@nats-io/nkeys';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AgentHandle } from '../../src/agent/index.js';
@@ -405,6 +405,12 @@ describe('the control-plane bus tried as an attacker would (TLS + JWT auth, a re
       { subject: Subjects.ack(operator, shard), body: '' },
     ];
   };
+  /** A subject the role may publish on. */
+  const ownSubject = (role: Role): string => {
+    if (role.role === 'agent') return Subjects.heartbeat(a);
+    if (role.role === 'proxy') return Subjects.ack(operator, shard);
+    return Subjects.register;
+  };
   /** What the hub's leader lease looks like (the hub renews it every two seconds). */
   const isLease = (data: Uint8Array): boolean => {
     try {
@@ -440,7 +446,8 @@ describe('the control-plane bus tried as an attacker would (TLS + JWT auth, a re
     let n = 0;
     for (const [who, role] of Object.entries(identities)) {
       const nc = await as(role);
-      for (const target of targets) {
+      // The bootstrap may publish on the registration subject itself.
+      for (const target of targets.filter((t) => role.role !== 'bootstrap' || t !== Subjects.register)) {
         // The hub answers its own requests on any inbox (an inbox's owner drops what it did not ask for): aimed
         // elsewhere, they must get no answer.
         const hubRequests = replyInboxKey(target) === undefined ? ownRequests(role) : [];
@@ -448,6 +455,11 @@ describe('the control-plane bus tried as an attacker would (TLS + JWT auth, a re
           const body = typeof request.body === 'string' ? request.body : JSON.stringify(request.body);
           nc.publish(request.subject, body, { reply: target });
         }
+        // Message tracing: the server publishes a trace of the message on the subject its header names.
+        const trace = headers();
+        trace.set('Nats-Trace-Dest', target);
+        trace.set('Nats-Trace-Only', 'true');
+        nc.publish(ownSubject(role), '', { headers: trace });
       }
       await nc.flush().catch(() => undefined);
       expect(nc.isClosed(), who).toBe(false);
