@@ -3,7 +3,7 @@ import type { Msg } from '@nats-io/transport-node';
 import type { Logger } from 'pino';
 import { CtrlmeshError, ErrorCodes } from '../errors.js';
 import type { NatsLink } from './connection.js';
-import type { Watch } from './kv-watch.js';
+import { reopenUntilStopped, type Opening, type Watch } from './reopened.js';
 import { decodeMessage } from './codec.js';
 import { MESSAGE_SCHEMA_VERSION, Messages, type FeedKind, type WatchReply, type WatchRequest } from './messages.js';
 import { Subjects } from './names.js';
@@ -63,31 +63,17 @@ function entryOf(msg: Msg, streamSeq: number): FeedEntry | undefined {
  */
 export function watchFeed(options: WatchFeedOptions): Watch {
   const { link, logger } = options;
-  const retryMs = options.retryMs ?? 1_000;
   let lastRevision = 0;
   /** When the watched stream was created, as the hub said at the last opening. */
   let streamCreated: string | undefined;
-  let stopped = false;
-  let generation = 0;
-  let end: (() => void) | undefined;
-  let wake: (() => void) | undefined;
-
-  const restart = (): void => {
-    generation += 1;
-    end?.();
-    wake?.();
-  };
-  const unlisten = link.onEvent((event) => {
-    if (event.reconnected) restart();
-  });
 
   /** One feed, from subscribing to its end (reopened by the loop). */
-  const follow = async (opened: number): Promise<void> => {
+  const follow = async (opening: Opening): Promise<void> => {
     const id = randomBytes(12).toString('hex');
     const buffered: Msg[] = [];
     let reply: WatchReply | undefined;
     let nextSeq = 1;
-    let lastHeard = Date.now();
+    let lastHeard = performance.now();
     let announced = false;
     let done: () => void = () => undefined;
     const ended = new Promise<void>((resolve) => (done = resolve));
@@ -101,7 +87,7 @@ export function watchFeed(options: WatchFeedOptions): Watch {
       options.onCurrent?.();
     };
     const take = (msg: Msg): void => {
-      lastHeard = Date.now();
+      lastHeard = performance.now();
       if (msg.headers?.code === 100) {
         // An idle heartbeat names the last consumer sequence sent: one later than what arrived means a loss.
         const last = Number(msg.headers.get('Nats-Last-Consumer'));
@@ -139,9 +125,9 @@ export function watchFeed(options: WatchFeedOptions): Watch {
         buffered.push(msg);
       },
     });
-    end = () => finish();
+    opening.onEnd(() => finish());
     try {
-      if (opened !== generation || stopped) return;
+      if (opening.overtaken) return;
       const asked = streamCreated;
       const request: WatchRequest = {
         schema: MESSAGE_SCHEMA_VERSION,
@@ -159,7 +145,7 @@ export function watchFeed(options: WatchFeedOptions): Watch {
         new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), timeoutMs))),
       ]).finally(() => clearTimeout(timer));
       if (got === undefined) {
-        if (opened !== generation || stopped) return;
+        if (opening.overtaken) return;
         throw new CtrlmeshError(ErrorCodes.NATS, `no hub opened a ${options.feed} feed on ${options.subject} within ${timeoutMs} ms (is a hub running?)`);
       }
       reply = got;
@@ -173,7 +159,7 @@ export function watchFeed(options: WatchFeedOptions): Watch {
       for (const msg of buffered.splice(0)) take(msg);
       const heartbeatMs = reply.heartbeatMs ?? 2_000;
       const silence = setInterval(() => {
-        if (Date.now() - lastHeard > heartbeatMs * MISSED_HEARTBEATS) finish('no heartbeat');
+        if (performance.now() - lastHeard > heartbeatMs * MISSED_HEARTBEATS) finish('no heartbeat');
       }, heartbeatMs);
       silence.unref();
       try {
@@ -182,33 +168,14 @@ export function watchFeed(options: WatchFeedOptions): Watch {
         clearInterval(silence);
       }
     } finally {
-      end = undefined;
       sub.unsubscribe();
     }
   };
 
-  void (async () => {
-    while (!stopped) {
-      try {
-        await follow(generation);
-      } catch (err) {
-        if (!stopped) logger.warn({ err, subject: options.subject, feed: options.feed }, 'KV feed failed; retrying');
-      }
-      if (stopped) break;
-      await new Promise<void>((resolve) => {
-        wake = resolve;
-        setTimeout(resolve, retryMs);
-      });
-      wake = undefined;
-    }
-  })();
-
-  return {
-    stop() {
-      stopped = true;
-      unlisten();
-      restart();
-    },
-    restart,
-  };
+  return reopenUntilStopped({
+    link,
+    retryMs: options.retryMs ?? 1_000,
+    follow,
+    onError: (err) => logger.warn({ err, subject: options.subject, feed: options.feed }, 'KV feed failed; retrying'),
+  });
 }

@@ -2,6 +2,7 @@ import type { KV, KvEntry } from '@nats-io/kv';
 import type { Logger } from 'pino';
 import { isStreamNotFound } from './bucket-keeper.js';
 import type { NatsLink } from './connection.js';
+import { reopenUntilStopped, type Watch } from './reopened.js';
 
 export interface WatchKvOptions {
   link: NatsLink;
@@ -29,115 +30,76 @@ export interface WatchKvOptions {
 const EMPTY_WATCH_MS = 200;
 const STREAM_CHECK_MS = 5_000;
 
-export interface Watch {
-  stop(): void;
-  /** Drops the current watch and opens it again from the last revision seen (a watch that stalled). */
-  restart(): void;
-}
-
 /**
  * Watches KV keys and survives NATS trouble: when the watch ends, fails, or the connection comes back after a
  * disconnection, it is opened again from the revision after the last one seen, so nothing is missed or repeated.
  */
 export function watchKv(options: WatchKvOptions): Watch {
   const { logger } = options;
-  const retryMs = options.retryMs ?? 1_000;
   let lastRevision = 0;
   /** When the watched stream was created (server time), as seen at the last opening. */
   let streamCreated: string | undefined;
-  let stopped = false;
-  let current: { stop(): void } | undefined;
-  let wake: (() => void) | undefined;
-  // Bumped by every restart: a watch whose opening overlapped a reconnection may sit on a consumer the restarted
-  // server never delivers from, so it is dropped and opened again.
-  let generation = 0;
 
-  const restart = (): void => {
-    generation += 1;
-    current?.stop();
-    wake?.();
-  };
-  const unlisten = options.link.onEvent((event) => {
-    if (event.reconnected) restart();
-  });
-
-  void (async () => {
-    while (!stopped) {
-      const opened = generation;
-      try {
-        const kv = await options.open();
-        const created = (await kv.status()).streamInfo.created;
-        if (streamCreated !== undefined && created !== streamCreated) {
-          logger.warn({ key: options.key }, 'the KV bucket was created again; reading it from the start');
-          lastRevision = 0;
-        }
-        streamCreated = created;
-        const iter = await kv.watch({
-          key: options.key,
-          ...(lastRevision > 0 ? { resumeFromRevision: lastRevision + 1 } : {}),
-        });
-        current = iter;
-        if (stopped || opened !== generation) iter.stop();
-        let announced = false;
-        const announce = (): void => {
-          if (!announced) {
-            announced = true;
-            options.onCurrent?.();
-          }
-        };
-        // An empty watch delivers nothing, so silence for a moment also means "current"; otherwise the entry
-        // whose delta (messages left) is 0 is the last of the initial values.
-        const quiet = setTimeout(announce, EMPTY_WATCH_MS);
-        let delivered = false;
-        const streamCheck = setInterval(() => {
-          if (delivered) {
-            delivered = false;
-            return;
-          }
-          kv.status().then(
-            (status) => {
-              if (status.streamInfo.created !== created && opened === generation) restart();
-            },
-            (err: unknown) => {
-              if (isStreamNotFound(err) && opened === generation) restart();
-            },
-          );
-        }, options.streamCheckMs ?? STREAM_CHECK_MS);
-        streamCheck.unref();
-        try {
-          for await (const entry of iter) {
-            delivered = true;
-            clearTimeout(quiet);
-            if (entry.revision <= lastRevision) continue;
-            lastRevision = entry.revision;
-            try {
-              options.onEntry(entry);
-            } catch (err) {
-              logger.error({ err, key: entry.key }, 'a KV watch handler failed');
-            }
-            if (!entry.delta) announce();
-          }
-        } finally {
-          clearInterval(streamCheck);
-        }
-      } catch (err) {
-        if (!stopped) logger.warn({ err, key: options.key }, 'KV watch failed; retrying');
+  return reopenUntilStopped({
+    link: options.link,
+    retryMs: options.retryMs ?? 1_000,
+    onError: (err) => logger.warn({ err, key: options.key }, 'KV watch failed; retrying'),
+    follow: async (opening) => {
+      const kv = await options.open();
+      const created = (await kv.status()).streamInfo.created;
+      if (streamCreated !== undefined && created !== streamCreated) {
+        logger.warn({ key: options.key }, 'the KV bucket was created again; reading it from the start');
+        lastRevision = 0;
       }
-      if (stopped) break;
-      await new Promise<void>((resolve) => {
-        wake = resolve;
-        setTimeout(resolve, retryMs);
+      streamCreated = created;
+      const iter = await kv.watch({
+        key: options.key,
+        ...(lastRevision > 0 ? { resumeFromRevision: lastRevision + 1 } : {}),
       });
-      wake = undefined;
-    }
-  })();
-
-  return {
-    stop() {
-      stopped = true;
-      unlisten();
-      restart();
+      opening.onEnd(() => iter.stop());
+      if (opening.overtaken) iter.stop();
+      let announced = false;
+      const announce = (): void => {
+        if (!announced) {
+          announced = true;
+          options.onCurrent?.();
+        }
+      };
+      // An empty watch delivers nothing, so silence for a moment also means "current"; otherwise the entry
+      // whose delta (messages left) is 0 is the last of the initial values.
+      const quiet = setTimeout(announce, EMPTY_WATCH_MS);
+      let delivered = false;
+      const streamCheck = setInterval(() => {
+        if (delivered) {
+          delivered = false;
+          return;
+        }
+        kv.status().then(
+          (status) => {
+            if (status.streamInfo.created !== created && !opening.overtaken) opening.restart();
+          },
+          (err: unknown) => {
+            if (isStreamNotFound(err) && !opening.overtaken) opening.restart();
+          },
+        );
+      }, options.streamCheckMs ?? STREAM_CHECK_MS);
+      streamCheck.unref();
+      try {
+        for await (const entry of iter) {
+          delivered = true;
+          clearTimeout(quiet);
+          if (entry.revision <= lastRevision) continue;
+          lastRevision = entry.revision;
+          try {
+            options.onEntry(entry);
+          } catch (err) {
+            logger.error({ err, key: entry.key }, 'a KV watch handler failed');
+          }
+          if (!entry.delta) announce();
+        }
+      } finally {
+        clearInterval(streamCheck);
+      }
     },
-    restart,
-  };
+  });
 }

@@ -6,7 +6,7 @@ import { CtrlmeshError, ErrorCodes } from '../errors.js';
 import { RouteTableKind, openRenewal, openRouteTable, type RouteSigner } from './route-signing.js';
 import type { NatsLink } from './connection.js';
 import { watchFeed } from './feed-watch.js';
-import type { Watch } from './kv-watch.js';
+import type { Watch } from './reopened.js';
 import { Messages, MESSAGE_SCHEMA_VERSION, type Ack, type RenewReply } from './messages.js';
 import { Buckets, Keys, Subjects } from './names.js';
 import { encodeMessage, receiveMessage } from './codec.js';
