@@ -26,19 +26,27 @@ export interface HandoverStepInput {
    * table it wrote).
    */
   serving: ReadonlySet<string>;
+  /** Wall time: recorded for people (`revokedAt`, `grantedAt`) and in table versions, never judged by. */
   now: number;
+  /** This hub's monotonic clock now: the only clock a grant by expiry is timed on. */
+  monotonicNow: number;
+  /**
+   * When this hub first saw (or recorded) a pending revocation, on its monotonic clock: `monotonicNow` for one it has
+   * not seen before. A record's `revokedAt` is another clock's (or this one's before a step) and is never read.
+   */
+  revokedSeenAt: (record: HandoverRecord) => number;
   /**
    * How long a shard's proxy may keep serving on its last lease extension: after that it has fenced itself. The
-   * proxy counts from before it asked for the extension, the hub from its own clock after giving it, so a grant
-   * at `revokedAt + leaseMs + marginMs` comes after the revoked proxy's fence as long as the two clocks' rates
-   * differ by less than the margins over one lease (docs/control-plane.md, "Leases").
+   * proxy counts on its monotonic clock from before it asked for the extension, the hub on its own from after it
+   * recorded the revocation, so a grant at `seen + leaseMs + marginMs` comes after the revoked proxy's fence as long
+   * as the two clocks' rates differ by less than the margins over one lease (docs/control-plane.md, "Leases").
    */
   leaseMs: number;
   /** Added to the lease before a grant without acknowledgement. */
   marginMs: number;
   /**
-   * When this hub became leader: a previous leader may have extended leases until it stepped down, on a clock
-   * this one does not read, so lease expiry is counted from no earlier than this.
+   * When this hub became leader, on its monotonic clock: a previous leader may have extended leases until it stepped
+   * down, on a clock this one cannot read, so lease expiry is counted from no earlier than this.
    */
   leaderSince: number;
   historyLimit: number;
@@ -48,7 +56,10 @@ export interface HandoverStepOutput {
   state: HandoverState;
   /** Shards whose granted units changed: each must get exactly one new route table, at `nextTableVersion(version, now)`. */
   changedShards: string[];
-  /** When a pending handover's lease expires next, or a move waiting for its new owner is looked at again (re-run the step then), or undefined. */
+  /**
+   * When a pending handover's lease expires next, or a move waiting for its new owner is looked at again (re-run the
+   * step then), on the monotonic clock of `monotonicNow`; or undefined.
+   */
   nextDeadline?: number;
 }
 
@@ -70,7 +81,7 @@ export function handoverStep(input: HandoverStepInput): HandoverStepOutput {
   const desiredOwner = new Map<UnitKey, string>();
   for (const [shard, units] of Object.entries(desired)) for (const unit of units) desiredOwner.set(unit, shard);
 
-  const grantableAt = (record: HandoverRecord): number => Math.max(record.revokedAt, input.leaderSince) + input.leaseMs + input.marginMs;
+  const grantableAt = (record: HandoverRecord): number => Math.max(input.revokedSeenAt(record), input.leaderSince) + input.leaseMs + input.marginMs;
   const changed = new Set<string>();
   const newShards = Object.keys(desired).filter((s) => !(s in input.state.effective));
   for (const shard of newShards) changed.add(shard);
@@ -92,7 +103,7 @@ export function handoverStep(input: HandoverStepInput): HandoverStepOutput {
         ? 'back-to-owner'
         : record.acknowledgedAt !== undefined
           ? 'ack'
-          : now >= grantableAt(record)
+          : input.monotonicNow >= grantableAt(record)
             ? 'lease-expiry'
             : undefined;
     if (grantedBy === undefined) {
@@ -129,7 +140,7 @@ export function handoverStep(input: HandoverStepInput): HandoverStepOutput {
     if (units.size === 0 && !(shard in desired) && !changed.has(shard)) continue;
     effective[shard] = [...units].sort(compareUnits);
   }
-  const deadlines = [...pending.map(grantableAt), ...(waiting ? [now + SERVING_RECHECK_MS] : [])];
+  const deadlines = [...pending.map(grantableAt), ...(waiting ? [input.monotonicNow + SERVING_RECHECK_MS] : [])];
   return {
     state: { effective, pending, history: history.slice(-input.historyLimit) },
     changedShards: [...changed].sort(),

@@ -16,7 +16,10 @@ import { hubStatus, registerStatusRoute, type HubStatus } from './status.js';
 export interface HubDependencies {
   logger: Logger;
   registry?: Registry;
+  /** Wall time: what people read, what is stored, table versions. */
   now?: () => number;
+  /** What every lease and deadline is timed on (default performance.now): a wall-clock step moves none. */
+  monotonic?: () => number;
 }
 
 export interface HubHandle {
@@ -40,6 +43,7 @@ export interface HubHandle {
 export async function startHub(options: HubOptions, deps: HubDependencies): Promise<HubHandle> {
   const logger = deps.logger.child({ component: 'hub', identity: options.identity });
   const now = deps.now ?? Date.now;
+  const monotonic = deps.monotonic ?? (() => performance.now());
   const registry = deps.registry ?? createRegistry('hub');
   const metrics = createHubMetrics(registry);
   const signer = routeSigner(options.signingSeed);
@@ -58,7 +62,7 @@ export async function startHub(options: HubOptions, deps: HubDependencies): Prom
   // The fleet's hash settings, where the hub was given them: what reports are checked against and plans made with.
   const fleetHash = options.hash === undefined ? undefined : createHashSettings(options.hash);
   const duties = createLeaderDuties({ ...options, fleetHash, link, buckets, fleet, signer, metrics, logger, now, isLeader, loaded: inputs.loaded, changed });
-  const planning = createPlanningLoop({ ...options, fleetHash, fleet, buckets, signer, metrics, logger, now, isLeader, loaded: inputs.loaded, health: health.current });
+  const planning = createPlanningLoop({ ...options, fleetHash, fleet, buckets, signer, metrics, logger, now, monotonic, isLeader, loaded: inputs.loaded, health: health.current });
   const status = (): HubStatus => hubStatus({ fleet, identity: options.identity, leader: isLeader(), health: health.current() });
 
   // A scrape or status call answered during stop would otherwise hold the port until its keep-alive timeout (72 s).
@@ -86,6 +90,7 @@ export async function startHub(options: HubOptions, deps: HubDependencies): Prom
     ttlMs: options.leaseTtlMs,
     logger,
     now,
+    monotonic,
     onChange: (leader) => {
       metrics.leader.set(leader ? 1 : 0);
       duties.end();

@@ -12,7 +12,10 @@ export interface LeaderElectionOptions {
   ttlMs: number;
   logger: Logger;
   onChange: (leader: boolean) => void;
+  /** Wall time, for the `renewedAt` people read. */
   now?: () => number;
+  /** What the lease's age is measured on (default performance.now). */
+  monotonic?: () => number;
   /**
    * Called when a lease write fails for another reason than a refusal: re-creates the buckets if they were
    * deleted (KeptBuckets.ensure), so that a deleted `ctrlmesh-hub` bucket does not leave the fleet leaderless.
@@ -34,6 +37,8 @@ export interface LeaderElection {
 export function electLeader(options: LeaderElectionOptions): LeaderElection {
   const { kv, logger } = options;
   const now = options.now ?? Date.now;
+  // The lease is a duration: judged on the monotonic clock, so a wall-clock step neither ends nor stretches it.
+  const monotonic = options.monotonic ?? (() => performance.now());
   let revision = 0;
   let leader = false;
   let lastRenewed = 0;
@@ -50,7 +55,7 @@ export function electLeader(options: LeaderElectionOptions): LeaderElection {
   const attempt = async (): Promise<void> => {
     try {
       revision = leader ? await kv.update(Keys.leader, value(), revision) : await kv.create(Keys.leader, value());
-      lastRenewed = now();
+      lastRenewed = monotonic();
       setLeader(true);
     } catch (err) {
       const refused = isWrongRevision(err);
@@ -59,7 +64,7 @@ export function electLeader(options: LeaderElectionOptions): LeaderElection {
       if (leader) {
         // Renewal refused (someone else holds the lease) or failed (NATS down): keep leading only while our
         // lease cannot have expired yet; a refusal means it already has.
-        if (refused || now() - lastRenewed >= options.ttlMs) {
+        if (refused || monotonic() - lastRenewed >= options.ttlMs) {
           logger.warn({ err }, 'lost the hub lease');
           revision = 0;
           setLeader(false);

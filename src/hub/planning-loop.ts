@@ -8,6 +8,7 @@ import type { Fleet } from './fleet.js';
 import type { ClusterHealth } from './health.js';
 import type { HubOptions } from './options.js';
 import { reconcile } from './reconciler.js';
+import { RevocationClock } from './revocation-clock.js';
 
 /**
  * How often a leader checks the control buckets: a pass checks them first when this long has passed since the last
@@ -24,7 +25,10 @@ export interface PlanningLoopOptions extends Pick<HubOptions, 'debounceMs' | 'pr
   signer: RouteSigner;
   metrics: HubMetrics;
   logger: Logger;
+  /** Wall time: what is recorded for people, and table versions. */
   now: () => number;
+  /** What leases and deadlines are timed on (never stepped). */
+  monotonic: () => number;
   isLeader: () => boolean;
   /** Whether the fleet has read every bucket: a plan from part of it would take away what the rest grants. */
   loaded: () => boolean;
@@ -52,9 +56,11 @@ export interface PlanningLoop {
  * are folded into one more, and a steady stream is paced to one pass per `debounceMs` (runtime's `CoalescingRunner`).
  */
 export function createPlanningLoop(options: PlanningLoopOptions): PlanningLoop {
-  const { fleet, buckets, signer, metrics, logger, now, isLeader } = options;
+  const { fleet, buckets, signer, metrics, logger, now, monotonic, isLeader } = options;
+  /** When this process first saw each pending revocation: a grant by expiry counts from there (revocation-clock.ts). */
+  const revocations = new RevocationClock();
   let deadline: NodeJS.Timeout | undefined;
-  /** When this instance last became leader (its clock). */
+  /** When this instance last became leader (its monotonic clock). */
   let leaderSince = 0;
   /**
    * When the buckets were last checked; undefined: on the next pass. A check costs a round trip to every bucket's
@@ -75,7 +81,7 @@ export function createPlanningLoop(options: PlanningLoopOptions): PlanningLoop {
   const pass = async (): Promise<void> => {
     if (!isLeader() || !options.loaded()) return;
     const started = performance.now();
-    const at = now();
+    const at = monotonic();
     const checkBuckets = bucketsCheckedAt === undefined || at - bucketsCheckedAt >= BUCKET_CHECK_MS;
     if (checkBuckets) bucketsCheckedAt = at;
     try {
@@ -114,6 +120,8 @@ export function createPlanningLoop(options: PlanningLoopOptions): PlanningLoop {
           grantMarginMs: options.grantMarginMs,
           leaderSince,
           clock: now,
+          monotonic,
+          revocations,
           historyLimit: options.handoverHistory,
           logger,
           metrics,
@@ -129,8 +137,8 @@ export function createPlanningLoop(options: PlanningLoopOptions): PlanningLoop {
       clearTimeout(deadline);
       // A deadline is no change: its pass must not hold the next change back for the debounce. Counted from this
       // pass, so a stream of changes (each a pass) is never joined by one that only checks.
-      const next = Math.min(result.nextDeadline ?? Infinity, now() + BUCKET_CHECK_MS);
-      deadline = setTimeout(due, Math.max(0, next - now()) + 10);
+      const next = Math.min(result.nextDeadline ?? Infinity, monotonic() + BUCKET_CHECK_MS);
+      deadline = setTimeout(due, Math.max(0, next - monotonic()) + 10);
     } catch (err) {
       bucketsCheckedAt = undefined;
       logger.error({ err }, 'planning failed; retrying on the next change');
@@ -139,12 +147,12 @@ export function createPlanningLoop(options: PlanningLoopOptions): PlanningLoop {
     }
   };
 
-  const runner = new CoalescingRunner({ intervalMs: options.debounceMs, task: pass, now });
+  const runner = new CoalescingRunner({ intervalMs: options.debounceMs, task: pass, now: monotonic });
 
   return {
     schedule,
     becameLeader: () => {
-      leaderSince = now();
+      leaderSince = monotonic();
       bucketsCheckedAt = undefined;
       schedule();
     },

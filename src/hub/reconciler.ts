@@ -20,6 +20,7 @@ import {
 import type { CorruptEntry, Fleet, PublishedRoute } from './fleet.js';
 import { EMPTY_HANDOVER_STATE, handoverStep } from './handover.js';
 import { handoverStateFromTables } from './handover-recovery.js';
+import type { RevocationClock } from './revocation-clock.js';
 import { nextTableVersion } from './table-version.js';
 import type { FleetPlan, OperatorPlan } from './plan.js';
 import { buildRouteTable, sameRoutes } from './route-builder.js';
@@ -33,10 +34,14 @@ export interface ReconcileContext {
   leaseSeconds: number;
   /** Added to the lease before a revoked unit is granted without acknowledgement. */
   grantMarginMs: number;
-  /** When this hub became leader (lease expiry is counted from no earlier). */
+  /** When this hub became leader, on `monotonic` (lease expiry is counted from no earlier). */
   leaderSince: number;
-  /** The hub's clock, read again once the tables of a step are recorded. */
+  /** The hub's wall clock, read again once the tables of a step are recorded (for the `revokedAt` people read). */
   clock: () => number;
+  /** The hub's monotonic clock: every grant by expiry and every deadline is timed on it. */
+  monotonic: () => number;
+  /** When this process first saw each pending revocation (kept across passes). */
+  revocations: RevocationClock;
   historyLimit: number;
   logger: Logger;
   metrics: HubMetrics;
@@ -49,7 +54,7 @@ export interface ReconcileContext {
 
 export interface ReconcileResult {
   published: RouteTable[];
-  /** When to run again for a pending handover's lease expiry, or to retry a failed write. */
+  /** When to run again for a pending handover's lease expiry, or to retry a failed write (on `monotonic`). */
   nextDeadline?: number;
   /**
    * Some operator's tables or handover record could not be written, or the buckets could not be checked: a bucket
@@ -76,14 +81,15 @@ export async function reconcile(ctx: ReconcileContext, plan: FleetPlan, now: num
   // Operators share no key and no record: their writes go out together, so a change costs one round trip per
   // step rather than one per table.
   const operators = [...planned.values()].filter((p) => !frozen.has(p.operator));
-  const results = await Promise.allSettled(operators.map((p) => reconcileOperator(ctx, p, now)));
+  const at = ctx.monotonic();
+  const results = await Promise.allSettled(operators.map((p) => reconcileOperator(ctx, p, now, at)));
   results.forEach((result, i) => {
     if (result.status === 'fulfilled') {
       published.push(...result.value.published);
       if (result.value.nextDeadline !== undefined) deadlines.push(result.value.nextDeadline);
     } else {
       ctx.logger.warn({ err: result.reason, operator: operators[i]?.operator }, 'could not publish route tables; retrying on the next change');
-      deadlines.push(now + 1_000);
+      deadlines.push(at + 1_000);
       failed = true;
     }
   });
@@ -105,7 +111,7 @@ function withdrawnPlan(ctx: ReconcileContext, operator: string): OperatorPlan {
   };
 }
 
-async function reconcileOperator(ctx: ReconcileContext, plan: OperatorPlan, now: number): Promise<Omit<ReconcileResult, 'failed'>> {
+async function reconcileOperator(ctx: ReconcileContext, plan: OperatorPlan, now: number, at: number): Promise<Omit<ReconcileResult, 'failed'>> {
   const { fleet } = ctx;
   const previous = fleet.handovers.get(plan.operator);
   const corrupt = fleet.corruptHandovers.get(plan.operator);
@@ -126,6 +132,8 @@ async function reconcileOperator(ctx: ReconcileContext, plan: OperatorPlan, now:
     acks,
     serving: new Set(fleet.acks.get(plan.operator)?.keys() ?? []),
     now,
+    monotonicNow: at,
+    revokedSeenAt: (record) => ctx.revocations.seenAt(plan.operator, record, at),
     leaseMs: ctx.leaseSeconds * 1000,
     marginMs: ctx.grantMarginMs,
     leaderSince: ctx.leaderSince,
@@ -173,9 +181,12 @@ async function reconcileOperator(ctx: ReconcileContext, plan: OperatorPlan, now:
 
   // A revocation counts from when its table is recorded, not from when it was decided: until then renewals are
   // judged against the shard's previous version and may still be extended, and a grant by expiry must wait for
-  // the last of those extensions to run out.
+  // the last of those extensions to run out. Counted on the monotonic clock; the wall `revokedAt` is for people.
   const decidedNow = (p: HandoverRecord): boolean => p.revokedAt === now && !previous?.record.pending.some((q) => q.unit === p.unit && q.revokedAt === now);
-  const recordedAt = step.state.pending.some(decidedNow) ? Math.max(now, ctx.clock()) : now;
+  const decided = step.state.pending.some(decidedNow);
+  const recordedAt = decided ? Math.max(now, ctx.clock()) : now;
+  const recordedMonotonic = decided ? Math.max(at, ctx.monotonic()) : at;
+  for (const p of step.state.pending) if (decidedNow(p)) ctx.revocations.recorded(plan.operator, p, recordedMonotonic);
   const pending = step.state.pending.map((p) => (decidedNow(p) ? { ...p, revokedAt: recordedAt } : p));
   const record: HandoverStateRecord = { schema: MESSAGE_SCHEMA_VERSION, operator: plan.operator, ...step.state, pending };
   if (!previous || previous.revision === 0 || JSON.stringify(record) !== JSON.stringify(previous.record)) {
@@ -190,7 +201,8 @@ async function reconcileOperator(ctx: ReconcileContext, plan: OperatorPlan, now:
     }
     fleet.recordHandover(record, revision);
   }
-  return { published, ...(step.nextDeadline !== undefined ? { nextDeadline: step.nextDeadline + (recordedAt - now) } : {}) };
+  ctx.revocations.retain(plan.operator, pending);
+  return { published, ...(step.nextDeadline !== undefined ? { nextDeadline: step.nextDeadline + (recordedMonotonic - at) } : {}) };
 }
 
 /** Copies a malformed value aside (same bucket, its key and revision in the name) before it is replaced. */

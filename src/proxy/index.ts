@@ -17,6 +17,7 @@ export { FileRouteSource } from './routes/file-route-source.js';
 export { createKubeconfigWriter } from './routes/kubeconfig-writer.js';
 export { LockRenamer, shardLockName } from './routes/leader-election.js';
 export { DEFAULT_MESH_SECRET, MeshObjects } from './routes/mesh-objects.js';
+export { bootId, monotonicNow, systemLeaseClock, type LeaseClock } from './routes/lease-clock.js';
 export { NatsRouteSource } from './routes/nats-route-source.js';
 export { operatorKubeconfig } from './routes/operator-kubeconfig.js';
 export { type RouteSource, type RouteSourceHandlers } from './routes/route-source.js';

@@ -14,6 +14,7 @@ import { answerClientError, answerConnect, answerExpectation } from './request/e
 import { countAnswers } from './request/entry/pipelined.js';
 import { createUpgradeHandler } from './request/entry/upgrade.js';
 import { createWatchPath } from './request/entry/watch-path.js';
+import type { LeaseClock } from './routes/lease-clock.js';
 import { RouteController } from './routes/route-controller.js';
 import type { RouteSource } from './routes/route-source.js';
 import type { TableStore } from './routes/table-store.js';
@@ -31,7 +32,10 @@ export interface ProxyDeps {
   /** Where the proxy's metrics are registered and served from (/metrics); default a registry of its own. */
   registry?: Registry;
   logger: Logger;
+  /** Wall time: rules, metrics and what people read; never a lease. */
   now: () => number;
+  /** What the lease is judged by (default CLOCK_MONOTONIC and this boot): the NATS source must read the same clock. */
+  leaseClock?: LeaseClock;
   /** The random source of fault injection; default Math.random. */
   random?: () => number;
   /**
@@ -119,6 +123,7 @@ async function serve(deps: ProxyDeps, registry: Registry, currentRules: () => Ru
     metrics,
     logger,
     now: deps.now,
+    ...(deps.leaseClock === undefined ? {} : { leaseClock: deps.leaseClock }),
     leaseMarginMs: deps.config.lease.marginMs,
     meshSecret: config.meshSecret,
     onInstalled: (table) => {

@@ -262,6 +262,7 @@ describe.sequential('faults: one owner per unit under partitions, pauses, crashe
       shard: shardName(2),
       credentials,
       dir: join(dir, 'proxy-a'),
+      steppableClock: true,
     });
     b = new ProxyProcess({ nats: await proxyNatsConfig(nats, operator, shardName(1)), routeSigner: signer, operator, shard: shardName(1), credentials, dir: join(dir, 'proxy-b') });
     await Promise.all([a.start(), b.start()]);
@@ -517,6 +518,47 @@ describe.sequential('faults: one owner per unit under partitions, pauses, crashe
     } finally {
       await prober.stop();
       if (a.pid === undefined) await a.start().catch(() => undefined);
+    }
+  }, 180_000);
+
+  it("i: the old owner's wall clock stepped back 60 s, then cut from NATS while the unit moves: it fences on its monotonic clock", async () => {
+    const { ns, unit } = await prepare();
+    const prober = probe(ns);
+    try {
+      await acceptedSince(prober, 'A', clock());
+      // Its monotonic clock runs on; every lease extension it gets from here on is read on a wall clock a minute behind.
+      await a.stepClock(-60_000);
+      await sleep(2 * PROXY_LEASE_SECONDS * 1_000);
+      await acceptedSince(prober, 'A', clock());
+      const cutAt = clock();
+      for (const r of relays) r.blackhole();
+      await apply(home, root(1));
+      const firstB = await acceptedSince(prober, 'B', cutAt, 3, 30_000);
+      await sleep(Math.max(0, cutAt + PARTITION_MS - clock()));
+      const duringCut = await a.readyz();
+      const healAt = clock();
+      for (const r of relays) r.heal();
+      const recoverMs = await recovered(healAt);
+      await sleep(1_000);
+      const writes = await prober.stop();
+      const r = await record(
+        {
+          case: "i. old owner's wall clock stepped back 60 s, then cut from NATS (20 s)",
+          recoverMs,
+          since: cutAt,
+          unit,
+          note: `new owner's first accepted write sent ${Math.round(firstB.sentAt - cutAt)} ms after the cut; A's /readyz at the end of the cut: ${duringCut.status}; fenceMs from A's log, whose clock was stepped, is not comparable`,
+        },
+        writes,
+      );
+      expect(r.overlapMs).toBe(0);
+      expect(r.interleaved).toBe(0);
+      expect(duringCut.text).toMatch(/fenced/);
+      expect(r.newOwnerWrites).toBeGreaterThan(0);
+    } finally {
+      for (const r of relays) r.heal();
+      await prober.stop();
+      if (a.clockOffsetMs !== 0) await a.stepClock(-a.clockOffsetMs);
     }
   }, 180_000);
 });

@@ -13,6 +13,8 @@ import {
   loadCredentials,
   parseProxyConfig,
   startProxy,
+  systemLeaseClock,
+  type LeaseClock,
   type ProxyConfig,
   type RouteSource,
   type RunningProxy,
@@ -79,7 +81,7 @@ function proxyConfig(ctx: CommandContext, listeners: Pick<ProxyConfig, 'api' | '
 }
 
 /** The route source the flags name: a file (static tables) or the hub's NATS KV bucket (live, leased). */
-function routeSource(ctx: CommandContext): RouteSource {
+function routeSource(ctx: CommandContext, leaseClock: LeaseClock): RouteSource {
   const file = stringValue(ctx, 'route-table');
   const nats = natsConfigFromFlags(ctx);
   if ((file === undefined) === (nats === undefined)) throw new UsageError('give either --route-table FILE or --nats URL (with --operator and --shard)');
@@ -88,6 +90,7 @@ function routeSource(ctx: CommandContext): RouteSource {
   const from = stringValue(ctx, 'pod-name') ?? ctx.env.POD_NAME;
   return new NatsRouteSource({
     nats,
+    monotonic: leaseClock.monotonic,
     trusted: routeSigners(ctx),
     operator: requiredString(ctx, 'operator'),
     shard: requiredString(ctx, 'shard'),
@@ -114,7 +117,9 @@ export async function startProxyFromFlags(
   options: { listeners: Pick<ProxyConfig, 'api' | 'ops'>; kubeconfigPath: string | undefined; storePath?: string },
 ): Promise<RunningProxy> {
   const config = proxyConfig(ctx, options.listeners);
-  const source = routeSource(ctx);
+  // One monotonic clock for the source's `askedAt` and the controller's lease: the wall clock judges no lease.
+  const leaseClock = systemLeaseClock();
+  const source = routeSource(ctx, leaseClock);
   const credentials = loadCredentials(requiredString(ctx, 'credentials'));
   const { logger } = ctx;
   const podLabels = stringValue(ctx, 'pod-labels');
@@ -128,6 +133,7 @@ export async function startProxyFromFlags(
     credentials,
     logger,
     now: Date.now,
+    leaseClock,
     // --rules files and the route table's cluster rules (those selecting this pod), merged.
     rules: liveRulesFromFiles({ rules: stringList(ctx, 'rules'), ...(podLabels === undefined ? {} : { podLabels }), logger, now: Date.now }),
     ...(kubeconfigPath === undefined ? {} : { onTableInstalled: (table: RouteTable) => (writeKubeconfig ? writeKubeconfig(table) : (installedEarly = table)) }),

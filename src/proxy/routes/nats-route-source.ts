@@ -12,6 +12,7 @@ import {
   type RouteTable,
   type Watch,
 } from '../../transport/index.js';
+import { monotonicNow } from './lease-clock.js';
 import type { RouteSource, RouteSourceHandlers } from './route-source.js';
 
 export interface NatsRouteSourceOptions {
@@ -27,7 +28,8 @@ export interface NatsRouteSourceOptions {
   reackMs?: number;
   /** How often the lease is renewed; default a quarter of the table's lease (between 250 ms and 5 s). */
   renewMs?: number;
-  now?: () => number;
+  /** The monotonic clock `askedAt` is read on: the route controller's lease clock (default CLOCK_MONOTONIC). */
+  monotonic?: () => number;
 }
 
 /**
@@ -148,7 +150,7 @@ export class NatsRouteSource implements RouteSource {
 
   private async renew(): Promise<void> {
     const { link, handlers } = this;
-    const now = this.options.now ?? Date.now;
+    const now = this.options.monotonic ?? monotonicNow;
     const every = this.renewEveryMs();
     if (link !== undefined && handlers !== undefined && link.state() === 'connected') {
       const askedAt = now();

@@ -5,11 +5,12 @@ import { randomBytes } from 'node:crypto';
 import type { ClusterLinks } from '../upstream/index.js';
 import { ContinueTokens } from './continue-tokens.js';
 import { leaseExpired } from './fencing.js';
+import { systemLeaseClock, type LeaseClock } from './lease-clock.js';
 import { InflightWrites } from './inflight-writes.js';
 import type { RouteSource } from './route-source.js';
 import { RouteState } from './route-state.js';
 import { tableRefusal } from './table-admission.js';
-import type { TableStore } from './table-store.js';
+import type { StoredTable, TableStore } from './table-store.js';
 import { SessionRegistry, type OpenSession } from './session-registry.js';
 import type { EndReason } from './open-streams.js';
 import { WatchRegistry, type OpenWatch } from './watch-registry.js';
@@ -21,7 +22,10 @@ export interface RouteControllerOptions {
   links: ClusterLinks;
   metrics: ProxyMetrics;
   logger: Logger;
+  /** Wall time: for what people read (metrics, the stored `contactAt`) and a table's version sanity check only. */
   now: () => number;
+  /** What the lease is judged by (default CLOCK_MONOTONIC and this boot); the live source's `askedAt` is on it too. */
+  leaseClock?: LeaseClock;
   /** How often the lease is checked. */
   tickMs?: number;
   /** The proxy fences itself this long before its lease ends (clock-rate safety; the hub adds its own margin). */
@@ -46,11 +50,12 @@ export class RouteController {
   /** Writes forwarded and not answered yet (the request path registers them through trackWrite). */
   private readonly inflightWrites = new InflightWrites();
   private state: RouteState | undefined;
-  /** This proxy's clock before it asked for the last lease extension it got (0: none yet). */
-  private extendedAt = 0;
+  /** This proxy's monotonic clock before it asked for the last lease extension it got (undefined: none it trusts). */
+  private extendedAt: number | undefined;
   /** Whether the live source has extended the lease since this process started (a stored extension does not count). */
   private extendedLive = false;
-  private savedExtendedAt = 0;
+  private savedExtendedAt: number | undefined;
+  private readonly clock: LeaseClock;
   /** The version last acknowledged (0: none yet). */
   private acknowledged = 0;
   private timer: NodeJS.Timeout | undefined;
@@ -59,6 +64,7 @@ export class RouteController {
 
   constructor(options: RouteControllerOptions) {
     this.options = options;
+    this.clock = options.leaseClock ?? systemLeaseClock();
   }
 
   get current(): RouteState | undefined {
@@ -132,10 +138,15 @@ export class RouteController {
     if (refusal) logger.error({ path: store.path, reason: refusal }, 'the stored route table is refused; waiting for the live source');
     const stored = refusal ? undefined : loaded;
     if (stored) {
-      this.extendedAt = stored.contactAt;
-      this.savedExtendedAt = stored.contactAt;
+      this.extendedAt = this.trustedStoredExtension(stored.lease);
+      this.savedExtendedAt = this.extendedAt;
       this.install(stored.table, 'stored');
-      logger.info({ version: stored.table.version, path: store.path }, 'serving the stored route table until the live source answers');
+      if (this.extendedAt === undefined) {
+        logger.warn(
+          { version: stored.table.version, path: store.path, contactAt: new Date(stored.contactAt).toISOString() },
+          'the stored lease extension is not on this boot\'s monotonic clock: fenced until the live source extends the lease',
+        );
+      } else logger.info({ version: stored.table.version, path: store.path }, 'serving the stored route table until the live source answers');
     }
     this.timer = setInterval(() => this.tick(), this.options.tickMs ?? 1000);
     this.timer.unref();
@@ -152,6 +163,17 @@ export class RouteController {
     this.tick();
   }
 
+  /**
+   * The stored extension, on this process's monotonic clock, or undefined. Only a reading of the same boot's
+   * CLOCK_MONOTONIC is counted on (time the process was down is then counted as spent); a wall-clock `contactAt`
+   * never is, since the wall clock may have stepped back since (route-controller.test.ts, "a stored extension").
+   */
+  private trustedStoredExtension(lease: StoredTable['lease']): number | undefined {
+    const { boot } = this.clock;
+    if (lease === undefined || boot === undefined || lease.boot !== boot) return undefined;
+    return lease.monotonicAt <= this.clock.monotonic() ? lease.monotonicAt : undefined;
+  }
+
   async stop(): Promise<void> {
     clearInterval(this.timer);
     await this.options.source.stop();
@@ -161,7 +183,7 @@ export class RouteController {
   readiness(): { ready: boolean; reasons: string[] } {
     if (this.state === undefined) return { ready: false, reasons: [`no route table yet from ${this.options.source.description}`] };
     if (this.state.fenced) {
-      const since = this.extendedAt === 0 ? 'no lease extension yet' : `no lease extension for ${Math.round((this.options.now() - this.extendedAt) / 1000)}s`;
+      const since = this.extendedAt === undefined ? 'no lease extension yet' : `no lease extension for ${Math.round((this.clock.monotonic() - this.extendedAt) / 1000)}s`;
       return {
         ready: false,
         reasons: [`fenced: ${since} from ${this.options.source.description} (lease ${this.state.table.leaseSeconds}s); serving no buckets`],
@@ -199,7 +221,7 @@ export class RouteController {
   }
 
   private onRenewal(askedAt: number): void {
-    if (askedAt <= this.extendedAt) return;
+    if (this.extendedAt !== undefined && askedAt <= this.extendedAt) return;
     this.extendedAt = askedAt;
     this.extendedLive = true;
     this.tick();
@@ -219,14 +241,14 @@ export class RouteController {
   private leaseOver(table: RouteTable): boolean {
     return (
       this.options.source.leased &&
-      leaseExpired({ extendedAt: this.extendedAt, leaseSeconds: table.leaseSeconds, marginMs: this.options.leaseMarginMs ?? 0, now: this.options.now() })
+      leaseExpired({ extendedAt: this.extendedAt, leaseSeconds: table.leaseSeconds, marginMs: this.options.leaseMarginMs ?? 0, now: this.clock.monotonic() })
     );
   }
 
   private tick(): void {
     const state = this.state;
     if (state === undefined) return;
-    const now = this.options.now();
+    const now = this.clock.monotonic();
     const fenced = this.leaseOver(state.table);
     if (fenced !== state.fenced) {
       this.options.logger[fenced ? 'error' : 'info'](
@@ -235,7 +257,9 @@ export class RouteController {
       );
       this.install(state.table, fenced ? 'fenced' : 'unfenced', fenced);
     }
-    if (this.extendedAt > this.savedExtendedAt && now - this.savedExtendedAt > (state.table.leaseSeconds * 1000) / 2) {
+    const extended = this.extendedAt;
+    const saved = this.savedExtendedAt;
+    if (extended !== undefined && (saved === undefined || (extended > saved && now - saved > (state.table.leaseSeconds * 1000) / 2))) {
       this.save(state.table).catch((err: unknown) => this.options.logger.error({ err, path: this.options.store.path }, 'cannot store the route table'));
     }
   }
@@ -270,9 +294,13 @@ export class RouteController {
   }
 
   private async save(table: RouteTable): Promise<void> {
-    const contactAt = this.extendedAt;
-    await this.options.store.save({ table, contactAt });
-    this.savedExtendedAt = contactAt;
+    const extendedAt = this.extendedAt;
+    const { boot } = this.clock;
+    // The wall time of the extension, for people reading the file: the wall clock now, less the monotonic time since.
+    const contactAt = extendedAt === undefined ? 0 : Math.round(this.options.now() - (this.clock.monotonic() - extendedAt));
+    const lease = extendedAt === undefined || boot === undefined ? {} : { lease: { monotonicAt: extendedAt, boot } };
+    await this.options.store.save({ table, contactAt, ...lease });
+    this.savedExtendedAt = extendedAt;
   }
 }
 

@@ -7,7 +7,8 @@ export interface RouteSourceHandlers {
   onContact(connected: boolean): void;
   /**
    * The hub extended the lease of this shard, for an acknowledged table as new as the hub's: `askedAt` is this
-   * proxy's clock before it asked, so the lease it counts from there ends before the one the hub counts.
+   * proxy's monotonic clock (the controller's lease clock) before it asked, so the lease it counts from there ends
+   * before the one the hub counts.
    */
   onRenewal(askedAt: number): void;
 }

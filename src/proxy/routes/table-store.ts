@@ -8,8 +8,13 @@ import { parseRouteTable } from './route-table-file.js';
 /** What is kept on disk: the last applied table and when a leased source last confirmed it. */
 export interface StoredTable {
   table: RouteTable;
-  /** Unix ms of the last contact with the live source; the lease runs from here after a restart. */
+  /** Unix ms of the last lease extension from the live source: for people only, never judged by. */
   contactAt: number;
+  /**
+   * The same extension on the monotonic clock, with that clock's boot: a restart on the same boot counts the lease
+   * on from it; any other (or none) starts fenced until a live extension.
+   */
+  lease?: { monotonicAt: number; boot: string };
 }
 
 /**
@@ -71,10 +76,20 @@ export function parseStoredTable(text: string, origin: string): StoredTable | { 
     return { corrupt: text.trim() === '' ? 'the file is empty' : `not JSON (${(err as Error).message})` };
   }
   if (typeof parsed !== 'object' || parsed === null || !('table' in parsed)) return { corrupt: 'no "table" field' };
-  const { table, contactAt } = parsed as { table: unknown; contactAt?: unknown };
+  const { table, contactAt, lease } = parsed as { table: unknown; contactAt?: unknown; lease?: unknown };
   try {
-    return { table: parseRouteTable(JSON.stringify(table), origin), contactAt: typeof contactAt === 'number' ? contactAt : 0 };
+    const stored: StoredTable = { table: parseRouteTable(JSON.stringify(table), origin), contactAt: typeof contactAt === 'number' ? contactAt : 0 };
+    const kept = storedLease(lease);
+    return kept ? { ...stored, lease: kept } : stored;
   } catch (err) {
     return { corrupt: (err as Error).message };
   }
+}
+
+/** A stored monotonic extension, or undefined when absent or malformed (then it is not trusted: fenced at start). */
+function storedLease(value: unknown): StoredTable['lease'] {
+  if (typeof value !== 'object' || value === null) return undefined;
+  const { monotonicAt, boot } = value as { monotonicAt?: unknown; boot?: unknown };
+  if (typeof monotonicAt !== 'number' || !Number.isFinite(monotonicAt) || typeof boot !== 'string' || boot === '') return undefined;
+  return { monotonicAt, boot };
 }

@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, type WriteStream } from 'node:fs';
-import { mkdir, readFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { createServer, connect as tcpConnect, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -338,9 +338,12 @@ export interface ProxyProcessOptions {
   logLevel?: string;
   /** Connections to these 127.0.0.1 ports go to the mapped ones (relays): see port-map-preload.mjs. */
   portMap?: Record<number, number>;
+  /** Whether its wall clock can be stepped (stepClock): see clock-step-preload.mjs. */
+  steppableClock?: boolean;
 }
 
 const PORT_MAP_PRELOAD = pathToFileURL(fileURLToPath(new URL('./port-map-preload.mjs', import.meta.url))).href;
+const CLOCK_STEP_PRELOAD = pathToFileURL(fileURLToPath(new URL('./clock-step-preload.mjs', import.meta.url))).href;
 
 /** `ctrlmesh proxy` (dist/) as a child process: pause it, continue it, kill it, restart it on the same ports. */
 export class ProxyProcess {
@@ -377,6 +380,7 @@ export class ProxyProcess {
     if (!creds || !nats.tls) throw new Error('the proxy process needs TLS and a creds file');
     const args = [
       ...(portMap ? ['--import', PORT_MAP_PRELOAD] : []),
+      ...(o.steppableClock ? ['--import', CLOCK_STEP_PRELOAD] : []),
       join('dist', 'src', 'cli', 'main.js'),
       ...proxyCommandArgs({
         nats: nats.servers,
@@ -397,7 +401,11 @@ export class ProxyProcess {
     ];
     this.log = createWriteStream(this.logFile, { flags: 'a' });
     const log = this.log;
-    const env = portMap ? { ...process.env, CTRLMESH_TEST_PORT_MAP: JSON.stringify(portMap) } : process.env;
+    const env = {
+      ...process.env,
+      ...(portMap ? { CTRLMESH_TEST_PORT_MAP: JSON.stringify(portMap) } : {}),
+      ...(o.steppableClock ? { CTRLMESH_TEST_CLOCK_FILE: this.clockFile } : {}),
+    };
     const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], env });
     child.stdout?.pipe(log, { end: false });
     child.stderr?.pipe(log, { end: false });
@@ -425,6 +433,24 @@ export class ProxyProcess {
 
   resume(): void {
     this.child?.kill('SIGCONT');
+  }
+
+  /**
+   * Steps its wall clock by `ms` (the monotonic one runs on), as NTP or a VM resume would; needs `steppableClock`.
+   * Its log lines' times step with it.
+   */
+  async stepClock(ms: number): Promise<void> {
+    if (!this.options.steppableClock) throw new Error('started without a steppable clock');
+    this.clockOffsetMs += ms;
+    await writeFile(this.clockFile, String(this.clockOffsetMs));
+    this.child?.kill('SIGUSR2');
+  }
+
+  /** How far its wall clock is from the real one (ms). */
+  clockOffsetMs = 0;
+
+  private get clockFile(): string {
+    return join(this.options.dir, 'clock-offset-ms');
   }
 
   /** SIGKILL, as a crash (or the OOM killer) ends it. */

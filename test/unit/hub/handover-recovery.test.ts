@@ -53,7 +53,7 @@ describe('handoverStateFromTables', () => {
           let state: HandoverState = handoverStateFromTables({ tables, acks, desired, now: start });
           for (const now of [start, start + 1, start + LEASE - 1, start + LEASE]) {
             const versions = Object.fromEntries(tables.map((t) => [t.shard, t.version]));
-            const out = handoverStep({ state, desired, versions, acks, serving: new Set(Object.keys(acks)), now, leaseMs: LEASE, marginMs: 0, leaderSince: 0, historyLimit: 10 });
+            const out = handoverStep({ state, desired, versions, acks, serving: new Set(Object.keys(acks)), now, monotonicNow: now, revokedSeenAt: (r) => r.revokedAt, leaseMs: LEASE, marginMs: 0, leaderSince: 0, historyLimit: 10 });
             const seen = new Set<string>();
             for (const [shard, units] of Object.entries(out.state.effective)) {
               for (const unit of units) {

@@ -3,13 +3,15 @@ import { describe, expect, it } from 'vitest';
 import { EMPTY_HANDOVER_STATE, handoverStep, SERVING_RECHECK_MS, type HandoverState } from '../../../src/hub/handover.js';
 import { unitKey, type Ownership } from '../../../src/sharding/index.js';
 import { nextTableVersion } from '../../../src/hub/table-version.js';
+import { RevocationClock } from '../../../src/hub/revocation-clock.js';
+import type { HandoverRecord } from '../../../src/transport/index.js';
 
 const LEASE = 10_000;
 const u = (b: number): string => unitKey('a', b);
 
 function step(state: HandoverState, desired: Ownership, extra: { versions?: Record<string, number>; acks?: Record<string, number>; now: number }) {
   const acks = extra.acks ?? {};
-  return handoverStep({ state, desired, versions: extra.versions ?? {}, acks, serving: new Set(Object.keys(acks)), now: extra.now, leaseMs: LEASE, marginMs: 0, leaderSince: 0, historyLimit: 10 });
+  return handoverStep({ state, desired, versions: extra.versions ?? {}, acks, serving: new Set(Object.keys(acks)), now: extra.now, monotonicNow: extra.now, revokedSeenAt: (r) => r.revokedAt, leaseMs: LEASE, marginMs: 0, leaderSince: 0, historyLimit: 10 });
 }
 
 describe('handoverStep', () => {
@@ -72,7 +74,7 @@ describe('handoverStep', () => {
   it('counts a shard as serving on an ack of a table the hub has not read back yet', () => {
     const start = step(EMPTY_HANDOVER_STATE, { s0: [u(0), u(1)] }, { now: 0 }).state;
     // The ack came before the hub read back s1's table, so `acks` cannot judge it yet; the proxy is up all the same.
-    const out = handoverStep({ state: start, desired: { s0: [u(0)], s1: [u(1)] }, versions: { s0: 1 }, acks: {}, serving: new Set(['s1']), now: 100, leaseMs: LEASE, marginMs: 0, leaderSince: 0, historyLimit: 10 });
+    const out = handoverStep({ state: start, desired: { s0: [u(0)], s1: [u(1)] }, versions: { s0: 1 }, acks: {}, serving: new Set(['s1']), now: 100, monotonicNow: 100, revokedSeenAt: (r) => r.revokedAt, leaseMs: LEASE, marginMs: 0, leaderSince: 0, historyLimit: 10 });
     expect(out.state.pending).toMatchObject([{ unit: u(1), from: 's0', to: 's1' }]);
   });
 
@@ -129,18 +131,75 @@ describe('handoverStep', () => {
 
 describe('handoverStep: lease expiry with margins and a new leader', () => {
   it('grants without an ack only after max(revokedAt, leaderSince) + lease + margin', () => {
-    const base = { versions: { s0: 1, s1: 1 }, acks: { s1: 1 }, serving: new Set(['s1']), leaseMs: LEASE, marginMs: 2_000, historyLimit: 10 };
-    const start = handoverStep({ ...base, state: EMPTY_HANDOVER_STATE, desired: { s0: [u(0)], s1: [] }, now: 0, leaderSince: 0 }).state;
-    const revoked = handoverStep({ ...base, state: start, desired: { s0: [], s1: [u(0)] }, now: 1_000, leaderSince: 0 });
+    const base = { versions: { s0: 1, s1: 1 }, acks: { s1: 1 }, serving: new Set(['s1']), revokedSeenAt: (r: HandoverRecord) => r.revokedAt, leaseMs: LEASE, marginMs: 2_000, historyLimit: 10 };
+    const start = handoverStep({ ...base, state: EMPTY_HANDOVER_STATE, desired: { s0: [u(0)], s1: [] }, now: 0, monotonicNow: 0, leaderSince: 0 }).state;
+    const revoked = handoverStep({ ...base, state: start, desired: { s0: [], s1: [u(0)] }, now: 1_000, monotonicNow: 1_000, leaderSince: 0 });
     expect(revoked.nextDeadline).toBe(1_000 + LEASE + 2_000);
-    const early = handoverStep({ ...base, state: revoked.state, desired: { s0: [], s1: [u(0)] }, now: 1_000 + LEASE + 1_999, leaderSince: 0 });
+    const early = handoverStep({ ...base, state: revoked.state, desired: { s0: [], s1: [u(0)] }, now: 1_000 + LEASE + 1_999, monotonicNow: 1_000 + LEASE + 1_999, leaderSince: 0 });
     expect(early.state.effective.s1).toEqual([]);
     // A hub that took over at 5 000 counts from then: the old leader may have extended leases until it stepped down.
-    const successor = handoverStep({ ...base, state: revoked.state, desired: { s0: [], s1: [u(0)] }, now: 1_000 + LEASE + 2_000, leaderSince: 5_000 });
+    const successor = handoverStep({ ...base, state: revoked.state, desired: { s0: [], s1: [u(0)] }, now: 1_000 + LEASE + 2_000, monotonicNow: 1_000 + LEASE + 2_000, leaderSince: 5_000 });
     expect(successor.state.effective.s1).toEqual([]);
     expect(successor.nextDeadline).toBe(5_000 + LEASE + 2_000);
-    const granted = handoverStep({ ...base, state: revoked.state, desired: { s0: [], s1: [u(0)] }, now: 5_000 + LEASE + 2_000, leaderSince: 5_000 });
+    const granted = handoverStep({ ...base, state: revoked.state, desired: { s0: [], s1: [u(0)] }, now: 5_000 + LEASE + 2_000, monotonicNow: 5_000 + LEASE + 2_000, leaderSince: 5_000 });
     expect(granted.state.effective.s1).toEqual([u(0)]);
     expect(granted.state.history.at(-1)?.grantedBy).toBe('lease-expiry');
+  });
+});
+
+describe('handoverStep: monotonic lease expiry, whatever the wall clock does', () => {
+  const MARGIN = 2_000;
+  /** A hub whose wall clock is `wall` and whose monotonic clock is `mono` at each step; seen times kept as the reconciler keeps them. */
+  function hub() {
+    const revocations = new RevocationClock();
+    return (state: HandoverState, desired: Ownership, at: { wall: number; mono: number; leaderSince?: number }) =>
+      handoverStep({
+        state,
+        desired,
+        versions: { s0: 1, s1: 1 },
+        acks: { s1: 1 },
+        serving: new Set(['s1']),
+        now: at.wall,
+        monotonicNow: at.mono,
+        revokedSeenAt: (r) => revocations.seenAt('op', r, at.mono),
+        leaseMs: LEASE,
+        marginMs: MARGIN,
+        leaderSince: at.leaderSince ?? 0,
+        historyLimit: 10,
+      });
+  }
+
+  for (const stepMs of [60_000, -60_000, 3_600_000]) {
+    it(`grants by expiry only after lease + margin on the monotonic clock when the wall clock steps ${stepMs > 0 ? 'forward' : 'back'} ${Math.abs(stepMs) / 1000} s`, () => {
+      const run = hub();
+      const start = run(EMPTY_HANDOVER_STATE, { s0: [u(0)], s1: [] }, { wall: 1_000_000, mono: 0 });
+      const revoked = run(start.state, { s0: [], s1: [u(0)] }, { wall: 1_001_000, mono: 1_000 });
+      expect(revoked.nextDeadline).toBe(1_000 + LEASE + MARGIN);
+      // The wall clock steps by `stepMs` 1 ms after the revocation; the monotonic clock runs on.
+      const wallAt = (mono: number): number => 1_001_000 + (mono - 1_000) + stepMs;
+      for (const mono of [1_001, 1_000 + LEASE, 1_000 + LEASE + MARGIN - 1]) {
+        const early = run(revoked.state, { s0: [], s1: [u(0)] }, { wall: wallAt(mono), mono });
+        expect(early.state.effective.s1, `granted at monotonic ${mono}`).toEqual([]);
+      }
+      const granted = run(revoked.state, { s0: [], s1: [u(0)] }, { wall: wallAt(1_000 + LEASE + MARGIN), mono: 1_000 + LEASE + MARGIN });
+      expect(granted.state.effective.s1).toEqual([u(0)]);
+      expect(granted.state.history.at(-1)?.grantedBy).toBe('lease-expiry');
+    });
+  }
+
+  it("a hub that did not record the revocation counts the full lease + margin from its own takeover, never from the record's revokedAt", () => {
+    const first = hub();
+    const start = first(EMPTY_HANDOVER_STATE, { s0: [u(0)], s1: [] }, { wall: 1_000_000, mono: 0 });
+    // Recorded by another hub whose wall clock ran an hour behind: its revokedAt looks long past.
+    const revoked = first(start.state, { s0: [], s1: [u(0)] }, { wall: 1_000_000 - 3_600_000, mono: 1_000 });
+    const standby = hub();
+    // The standby's monotonic clock has another origin: it took over at 50 on it, and first saw the record then.
+    const takeover = standby(revoked.state, { s0: [], s1: [u(0)] }, { wall: 1_002_000, mono: 50, leaderSince: 50 });
+    expect(takeover.state.effective.s1).toEqual([]);
+    expect(takeover.nextDeadline).toBe(50 + LEASE + MARGIN);
+    const early = standby(revoked.state, { s0: [], s1: [u(0)] }, { wall: 1_002_000 + LEASE + MARGIN, mono: 50 + LEASE + MARGIN - 1, leaderSince: 50 });
+    expect(early.state.effective.s1).toEqual([]);
+    const granted = standby(revoked.state, { s0: [], s1: [u(0)] }, { wall: 1_002_000, mono: 50 + LEASE + MARGIN, leaderSince: 50 });
+    expect(granted.state.effective.s1).toEqual([u(0)]);
   });
 });

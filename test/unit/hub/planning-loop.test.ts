@@ -25,6 +25,7 @@ function setup(leader = true, buckets = {} as KeptBuckets) {
     metrics: createHubMetrics(createRegistry('hub')),
     logger,
     now: () => Date.now(),
+    monotonic: () => performance.now(),
     isLeader: () => state.leader,
     loaded: () => true,
     health,

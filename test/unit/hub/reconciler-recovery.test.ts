@@ -3,7 +3,15 @@ import { describe, expect, it } from 'vitest';
 import { unitKey } from '../../../src/sharding/index.js';
 import { Fleet } from '../../../src/hub/fleet.js';
 import type { FleetPlan } from '../../../src/hub/plan.js';
-import { reconcile, type ReconcileContext } from '../../../src/hub/reconciler.js';
+import { reconcile as reconcilePass, type ReconcileContext } from '../../../src/hub/reconciler.js';
+import { RevocationClock } from '../../../src/hub/revocation-clock.js';
+
+/** The monotonic clock of these tests: the wall time of the pass (or the hub's later clock reading), never stepped. */
+let monotonic = 0;
+function reconcile(ctx: ReconcileContext, plan: FleetPlan, now: number): ReturnType<typeof reconcilePass> {
+  monotonic = now;
+  return reconcilePass(ctx, plan, now);
+}
 import { createHubMetrics, createRegistry } from '../../../src/metrics/index.js';
 import { Buckets, Keys, Messages, decodeMessage, type BucketName } from '../../../src/transport/index.js';
 import { FakeKv } from './fake-kv.js';
@@ -45,6 +53,8 @@ function setup(restored: () => BucketName[] = () => []) {
     grantMarginMs: 0,
     leaderSince: 0,
     clock: () => 0,
+    monotonic: () => monotonic,
+    revocations: new RevocationClock(),
     historyLimit: 10,
     logger,
     metrics: createHubMetrics(createRegistry('hub')),

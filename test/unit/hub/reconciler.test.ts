@@ -3,7 +3,15 @@ import { pino } from 'pino';
 import { describe, expect, it, vi } from 'vitest';
 import { unitKey } from '../../../src/sharding/index.js';
 import type { FleetPlan, OperatorPlan } from '../../../src/hub/plan.js';
-import { reconcile, type ReconcileContext } from '../../../src/hub/reconciler.js';
+import { reconcile as reconcilePass, type ReconcileContext } from '../../../src/hub/reconciler.js';
+import { RevocationClock } from '../../../src/hub/revocation-clock.js';
+
+/** The monotonic clock of these tests: the wall time of the pass (or the hub's later clock reading), never stepped. */
+let monotonic = 0;
+function reconcile(ctx: ReconcileContext, plan: FleetPlan, now: number): ReturnType<typeof reconcilePass> {
+  monotonic = now;
+  return reconcilePass(ctx, plan, now);
+}
 import { createHubMetrics, createRegistry } from '../../../src/metrics/index.js';
 import { Keys, Messages, decodeMessage, encodeToken, openRouteTable, type RouteTable } from '../../../src/transport/index.js';
 import { FakeKv } from './fake-kv.js';
@@ -57,7 +65,7 @@ class FailingRoutes extends FakeKv {
   }
 }
 
-function setup(options: { leaderSince?: number; clock?: () => number } = {}) {
+function setup(options: { leaderSince?: number; clock?: () => number; monotonic?: () => number } = {}) {
   const { fleet, signer } = fleetWithClusterA(logger);
   const routes = new FailingRoutes();
   const state = new FakeKv();
@@ -70,6 +78,8 @@ function setup(options: { leaderSince?: number; clock?: () => number } = {}) {
     grantMarginMs: MARGIN_MS,
     leaderSince: options.leaderSince ?? 0,
     clock: options.clock ?? (() => 0),
+    monotonic: options.monotonic ?? (() => Math.max(monotonic, (options.clock ?? (() => 0))())),
+    revocations: new RevocationClock(),
     historyLimit: 10,
     logger,
     metrics: createHubMetrics(createRegistry('hub')),
@@ -177,6 +187,28 @@ describe('reconcile', () => {
     expect((await reconcile(ctx, plan, grantAt)).published.map((t) => t.shard)).toEqual(['s2']);
     expect(owners().get(`ns/op ${u(1)}`)).toEqual(['s2']);
     expect(fleet.handovers.get('ns/op')?.record.history.at(-1)).toMatchObject({ unit: u(1), grantedBy: 'lease-expiry' });
+  });
+
+  it('grants by expiry on the monotonic clock: a wall clock stepped forward an hour after the revocation grants nothing early', async () => {
+    let mono = 0;
+    const bed = setup({ monotonic: () => mono });
+    const { ctx, owners } = bed;
+    await reconcilePass(ctx, fleetPlan([operator('ns/op', { s1: [0, 1], s2: [] })]), T0);
+    serve(bed, 'ns/op', 's2');
+    const plan = fleetPlan([operator('ns/op', { s1: [0], s2: [1] })]);
+    mono = 1_000;
+    const revoke = await reconcilePass(ctx, plan, T0 + 1_000);
+    expect(revoke.nextDeadline).toBe(1_000 + LEASE_SECONDS * 1000 + MARGIN_MS);
+    mono = 1_001;
+    await reconcilePass(ctx, plan, T0 + 3_600_000);
+    expect(owners().get(`ns/op ${u(1)}`)).toBeUndefined();
+    mono = 1_000 + LEASE_SECONDS * 1000 + MARGIN_MS - 1;
+    await reconcilePass(ctx, plan, T0 + 3_600_000 + LEASE_SECONDS * 1000);
+    expect(owners().get(`ns/op ${u(1)}`)).toBeUndefined();
+    // Stepped back below the revocation's wall time, the grant still comes when the monotonic lease + margin is over.
+    mono = 1_000 + LEASE_SECONDS * 1000 + MARGIN_MS;
+    await reconcilePass(ctx, plan, T0 - 3_600_000);
+    expect(owners().get(`ns/op ${u(1)}`)).toEqual(['s2']);
   });
 
   it('counts lease expiry from no earlier than when this hub became leader', async () => {

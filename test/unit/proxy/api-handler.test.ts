@@ -97,7 +97,7 @@ describe('createApiHandler', () => {
       metrics,
       logger,
     });
-    const controller = new RouteController({ source, store: new TableStore(join(dir, 'store.json')), links, metrics, logger, now: () => now, tickMs: 100 });
+    const controller = new RouteController({ source, store: new TableStore(join(dir, 'store.json')), links, metrics, logger, now: () => now, leaseClock: { monotonic: () => now, boot: 'boot-1' }, tickMs: 100 });
     await controller.start();
     // Every way in, as the proxy serves them: the watch path before fastify's route, and upgrades.
     const watchPath = createWatchPath({ controller, logger, headers: { allowImpersonation: false }, breakerRetryAfterSeconds: BREAKER_RETRY_AFTER, guard: options.guard });

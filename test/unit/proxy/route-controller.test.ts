@@ -51,11 +51,16 @@ describe('RouteController', () => {
   });
   afterEach(async () => {
     vi.useRealTimers();
+    mono = undefined;
+    boot = 'boot-1';
     for (const c of controllers.splice(0)) await c.stop();
     for (const l of links.splice(0)) await l.close();
     await rm(dir, { recursive: true, force: true });
   });
 
+  /** The lease clock: the wall clock (`now`) unless a test steps one apart from the other. */
+  let mono: (() => number) | undefined;
+  let boot: string | undefined = 'boot-1';
   function make(source: RouteSource, leaseMarginMs = 0): RouteController {
     const metrics = createProxyMetrics(new Registry());
     const link = new ClusterLinks({
@@ -66,7 +71,7 @@ describe('RouteController', () => {
       logger,
     });
     links.push(link);
-    const controller = new RouteController({ source, store: new TableStore(join(dir, 'store.json')), links: link, metrics, logger, now: () => now, tickMs: 100, leaseMarginMs });
+    const controller = new RouteController({ source, store: new TableStore(join(dir, 'store.json')), links: link, metrics, logger, now: () => now, leaseClock: { monotonic: () => (mono ? mono() : now), boot }, tickMs: 100, leaseMarginMs });
     controllers.push(controller);
     return controller;
   }
@@ -202,7 +207,7 @@ describe('RouteController', () => {
   });
 
   it('serves the stored table when the source cannot start, and counts the lease from the stored extension', async () => {
-    await new TableStore(join(dir, 'store.json')).save({ table: table(7, [9], 10), contactAt: now - 5_000 });
+    await new TableStore(join(dir, 'store.json')).save({ table: table(7, [9], 10), contactAt: now - 5_000, lease: { monotonicAt: now - 5_000, boot: 'boot-1' } });
     const controller = make(new ScriptedSource({ leased: true, failStart: true }));
     await controller.start();
     expect(controller.current!.table.version).toBe(7);
@@ -210,5 +215,77 @@ describe('RouteController', () => {
     now += 6_000;
     vi.advanceTimersByTime(200);
     expect(controller.readiness().ready).toBe(false);
+  });
+
+  describe('on the monotonic clock, whatever the wall clock does', () => {
+    /** The monotonic clock of these cases, apart from `now` (the wall clock, which they step). */
+    let m = 0;
+    beforeEach(() => {
+      m = 500_000;
+      mono = () => m;
+    });
+
+    for (const stepMs of [-60_000, 60_000]) {
+      it(`fences exactly when the monotonic lease ends with the wall clock stepped ${stepMs < 0 ? 'back' : 'forward'} 60 s`, async () => {
+        const source = new ScriptedSource({ leased: true });
+        const controller = make(source, 2_000);
+        await controller.start();
+        source.handlers!.onTable(table(1, [4], 10));
+        source.handlers!.onRenewal(m);
+        vi.advanceTimersByTime(200);
+        expect(controller.readiness().ready).toBe(true);
+        const state = controller.current!;
+        now += stepMs;
+        m += 1;
+        vi.advanceTimersByTime(200);
+        expect(controller.readiness().ready).toBe(true);
+        expect(controller.stillServes(state)).toBe(true);
+        // Lease 10 s, margin 2 s: serving until 8 s after askedAt on the monotonic clock, not a millisecond longer.
+        m = 500_000 + 7_999;
+        vi.advanceTimersByTime(200);
+        expect(controller.readiness().ready).toBe(true);
+        expect(controller.stillServes(controller.current!)).toBe(true);
+        m = 500_000 + 8_000;
+        expect(controller.stillServes(controller.current!)).toBe(false);
+        vi.advanceTimersByTime(200);
+        expect(controller.readiness().ready).toBe(false);
+        expect(controller.readiness().reasons[0]).toMatch(/no lease extension for 8s/);
+        // An extension asked for after the step counts although its wall time is below the last one's.
+        source.handlers!.onRenewal(m);
+        vi.advanceTimersByTime(200);
+        expect(controller.readiness().ready).toBe(true);
+      });
+    }
+
+    it('a stored extension: counted on from the same boot, spent while the process was down; another boot starts fenced', async () => {
+      const store = new TableStore(join(dir, 'store.json'));
+      // Extended 5 s ago on this boot's monotonic clock; the wall clock has since stepped back a minute.
+      await store.save({ table: table(7, [9], 10), contactAt: now, lease: { monotonicAt: m - 5_000, boot: 'boot-1' } });
+      now -= 60_000;
+      const same = make(new ScriptedSource({ leased: true, failStart: true }));
+      await same.start();
+      expect(same.readiness().ready).toBe(true);
+      m += 4_999;
+      vi.advanceTimersByTime(200);
+      expect(same.readiness().ready).toBe(true);
+      m += 1;
+      vi.advanceTimersByTime(200);
+      expect(same.readiness().ready).toBe(false);
+      await same.stop();
+
+      await store.save({ table: table(7, [9], 10), contactAt: now, lease: { monotonicAt: m - 1_000, boot: 'boot-1' } });
+      boot = 'boot-2';
+      const rebooted = make(new ScriptedSource({ leased: true, failStart: true }));
+      await rebooted.start();
+      expect(rebooted.current!.table.version).toBe(7);
+      expect(rebooted.readiness().ready).toBe(false);
+
+      // A store without a monotonic reading (an earlier version's, or a wall contactAt alone) is not trusted either.
+      await store.save({ table: table(7, [9], 10), contactAt: now + 3_600_000 });
+      boot = 'boot-1';
+      const walled = make(new ScriptedSource({ leased: true }));
+      await walled.start();
+      expect(walled.readiness().ready).toBe(false);
+    });
   });
 });

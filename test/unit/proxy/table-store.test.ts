@@ -58,4 +58,13 @@ describe('parseStoredTable', () => {
     const table = routeTableFixture({ version: 3 });
     expect(parseStoredTable(JSON.stringify({ table }), 'f')).toEqual({ table, contactAt: 0 });
   });
+
+  it('keeps a monotonic extension only when it is well formed (otherwise the proxy starts fenced)', () => {
+    const table = routeTableFixture({ version: 3 });
+    const lease = { monotonicAt: 12_345.5, boot: 'b0' };
+    expect(parseStoredTable(JSON.stringify({ table, contactAt: 9, lease }), 'f')).toEqual({ table, contactAt: 9, lease });
+    for (const bad of [null, 5, { monotonicAt: '1', boot: 'b0' }, { monotonicAt: 1, boot: '' }, { monotonicAt: 1 }]) {
+      expect(parseStoredTable(JSON.stringify({ table, contactAt: 9, lease: bad }), 'f')).toEqual({ table, contactAt: 9 });
+    }
+  });
 });
