@@ -141,7 +141,7 @@ export class RouteController {
       this.extendedAt = this.trustedStoredExtension(stored.lease);
       this.savedExtendedAt = this.extendedAt;
       this.install(stored.table, 'stored');
-      if (this.extendedAt === undefined) {
+      if (this.extendedAt === undefined && source.leased) {
         logger.warn(
           { version: stored.table.version, path: store.path, contactAt: new Date(stored.contactAt).toISOString() },
           'the stored lease extension is not on this boot\'s monotonic clock: fenced until the live source extends the lease',
