@@ -4,6 +4,7 @@ import type { AckRule, RouteTable } from '../../transport/index.js';
 import { randomBytes } from 'node:crypto';
 import type { ClusterLinks } from '../upstream/index.js';
 import { ContinueTokens } from './continue-tokens.js';
+import { LogThrottle } from '../../runtime/log-throttle.js';
 import { leaseExpired } from './fencing.js';
 import { systemLeaseClock, type LeaseClock } from './lease-clock.js';
 import { InflightWrites } from './inflight-writes.js';
@@ -38,6 +39,10 @@ export interface RouteControllerOptions {
   appliedRules?: (table: RouteTable) => AckRule[];
 }
 
+/** A table's store and acknowledgement are retried from this wait, doubling, to at most RETRY_MAX_MS apart. */
+const RETRY_FIRST_MS = 250;
+const RETRY_MAX_MS = 5_000;
+
 /**
  * Applies route tables as they come (only newer versions), keeps the last one on disk, ends the watches a
  * change invalidates, waits for the writes admitted under the previous table to be answered and then
@@ -59,6 +64,9 @@ export class RouteController {
   /** The version last acknowledged (0: none yet). */
   private acknowledged = 0;
   private timer: NodeJS.Timeout | undefined;
+  private stopped = false;
+  /** The periodic store of a lease extension fails on every tick while its cause lasts: logged once a minute a cause. */
+  private readonly storeFailures = new LogThrottle(60_000, () => performance.now());
   private readonly options: RouteControllerOptions;
   private readonly continueTokens = new ContinueTokens({ key: randomBytes(32), randomBytes });
 
@@ -175,6 +183,7 @@ export class RouteController {
   }
 
   async stop(): Promise<void> {
+    this.stopped = true;
     clearInterval(this.timer);
     await this.options.source.stop();
     await this.options.store.idle();
@@ -260,7 +269,9 @@ export class RouteController {
     const extended = this.extendedAt;
     const saved = this.savedExtendedAt;
     if (extended !== undefined && (saved === undefined || (extended > saved && now - saved > (state.table.leaseSeconds * 1000) / 2))) {
-      this.save(state.table).catch((err: unknown) => this.options.logger.error({ err, path: this.options.store.path }, 'cannot store the route table'));
+      this.save(state.table).catch((err: unknown) =>
+        this.storeFailures.warn(this.options.logger, err instanceof Error ? err.message : String(err), { err, path: this.options.store.path }, 'cannot store the lease extension; retrying'),
+      );
     }
   }
 
@@ -281,15 +292,31 @@ export class RouteController {
     );
   }
 
+  /**
+   * Stores the table, then acknowledges it once the writes admitted before it are answered. A failure (a store that
+   * went read-only, NATS down) is retried with backoff until it succeeds, the process stops, or a newer table takes
+   * over: unacknowledged, the hub extends no lease, and the proxy would stay fenced after the cause is gone. Each new
+   * cause is logged once, the recovery once (route-controller.test.ts, "retries a table it could not store").
+   */
   private async persistAndAcknowledge(table: RouteTable, earlierWrites: Promise<void>): Promise<void> {
     const { source, logger } = this.options;
-    try {
-      await this.save(table);
-      await earlierWrites;
-      await source.acknowledge?.(table, this.options.appliedRules?.(table));
-      this.acknowledged = Math.max(this.acknowledged, table.version);
-    } catch (err) {
-      logger.error({ err, version: table.version }, 'route table applied but not stored or acknowledged');
+    let waitMs = RETRY_FIRST_MS;
+    let cause: string | undefined;
+    for (let attempt = 1; !this.stopped && (this.state?.table.version ?? 0) <= table.version; attempt++) {
+      try {
+        await this.save(table);
+        await earlierWrites;
+        await source.acknowledge?.(table, this.options.appliedRules?.(table));
+        this.acknowledged = Math.max(this.acknowledged, table.version);
+        if (cause !== undefined) logger.info({ version: table.version, attempts: attempt }, 'route table stored and acknowledged after failures');
+        return;
+      } catch (err) {
+        const why = err instanceof Error ? err.message : String(err);
+        if (why !== cause) logger.error({ err, version: table.version, retryInMs: waitMs }, 'route table applied but not stored or acknowledged; retrying');
+        cause = why;
+      }
+      await new Promise<void>((resolve) => setTimeout(resolve, waitMs).unref());
+      waitMs = Math.min(waitMs * 2, RETRY_MAX_MS);
     }
   }
 

@@ -8,7 +8,7 @@ import { createProxyMetrics } from '../../../src/metrics/index.js';
 import { ClusterLinks } from '../../../src/proxy/upstream/cluster-links.js';
 import { RouteController } from '../../../src/proxy/routes/route-controller.js';
 import type { RouteSource, RouteSourceHandlers } from '../../../src/proxy/routes/route-source.js';
-import { TableStore } from '../../../src/proxy/routes/table-store.js';
+import { TableStore, type StoredTable } from '../../../src/proxy/routes/table-store.js';
 import type { RouteTable } from '../../../src/transport/index.js';
 import { clusterFixture, routeTableFixture } from './route-table-fixture.js';
 
@@ -61,7 +61,7 @@ describe('RouteController', () => {
   /** The lease clock: the wall clock (`now`) unless a test steps one apart from the other. */
   let mono: (() => number) | undefined;
   let boot: string | undefined = 'boot-1';
-  function make(source: RouteSource, leaseMarginMs = 0): RouteController {
+  function make(source: RouteSource, leaseMarginMs = 0, store = new TableStore(join(dir, 'store.json'))): RouteController {
     const metrics = createProxyMetrics(new Registry());
     const link = new ClusterLinks({
       credentials: new Map(),
@@ -71,7 +71,7 @@ describe('RouteController', () => {
       logger,
     });
     links.push(link);
-    const controller = new RouteController({ source, store: new TableStore(join(dir, 'store.json')), links: link, metrics, logger, now: () => now, leaseClock: { monotonic: () => (mono ? mono() : now), boot }, tickMs: 100, leaseMarginMs });
+    const controller = new RouteController({ source, store, links: link, metrics, logger, now: () => now, leaseClock: { monotonic: () => (mono ? mono() : now), boot }, tickMs: 100, leaseMarginMs });
     controllers.push(controller);
     return controller;
   }
@@ -95,6 +95,29 @@ describe('RouteController', () => {
     expect(controller.current!.clusters.get('a')!.breaker).toBe(breaker);
     expect(controller.watches.size).toBe(0);
     await vi.waitFor(() => expect(source.acks).toEqual([2, 3]));
+  });
+
+  it('retries a table it could not store until the store works again, logging the cause once, then acknowledges it', async () => {
+    let failures = 3;
+    class FlakyStore extends TableStore {
+      override save(stored: StoredTable): Promise<void> {
+        if (failures > 0) {
+          failures--;
+          return Promise.reject(new Error('EROFS: read-only file system'));
+        }
+        return super.save(stored);
+      }
+    }
+    const source = new ScriptedSource({ leased: true });
+    const errors = vi.spyOn(logger, 'error');
+    const controller = make(source, 0, new FlakyStore(join(dir, 'store.json')));
+    await controller.start();
+    source.handlers!.onRenewal(now);
+    source.handlers!.onTable(table(2, [1]));
+    expect(source.acks).toEqual([]);
+    await vi.waitFor(() => expect(source.acks).toEqual([2]), { timeout: 5_000 });
+    expect(errors.mock.calls.filter(([, message]) => String(message).includes('not stored or acknowledged'))).toHaveLength(1);
+    errors.mockRestore();
   });
 
   it('names the cluster rules in force in each acknowledgement, and acknowledges again when they change', async () => {
